@@ -1,0 +1,103 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Backend is the enforcement layer a node agent uses.
+// +kubebuilder:validation:Enum=syscall;cgroup;nice
+type Backend string
+
+const (
+	BackendSyscall Backend = "syscall"
+	BackendCgroup  Backend = "cgroup"
+	BackendNice    Backend = "nice"
+)
+
+// TenantShare is what one node measured for one tenant in the last window.
+type TenantShare struct {
+	// Name of the Tenant.
+	// +required
+	Name string `json:"name"`
+	// EntitledShare of the node's CPUs (0..1) by the fairness model.
+	EntitledShare float64 `json:"entitledShare"`
+	// AchievedShare of the node's CPUs (0..1): CPU used / (CPUs × window).
+	AchievedShare float64 `json:"achievedShare"`
+	// WaitingFraction is the tenant's runnable-but-waiting time over the
+	// window, per CPU of the node (0..1 per CPU).
+	WaitingFraction float64 `json:"waitingFraction"`
+	// Backlogged is true when the tenant's threads waited for CPU, so its
+	// error counts towards the node's fairness error.
+	// +optional
+	Backlogged bool `json:"backlogged,omitempty"`
+	// RunnableThreads seen at the end of the window.
+	RunnableThreads int32 `json:"runnableThreads"`
+	// Pods of the tenant on the node.
+	Pods int32 `json:"pods"`
+	// CPUNanoseconds is a cumulative counter of the tenant's CPU time on this
+	// node since BootID started; it never decreases within one boot.
+	// +kubebuilder:validation:Minimum=0
+	CPUNanoseconds int64 `json:"cpuNanoseconds"`
+}
+
+// NodeShareReport is one node's measurement of the tenants it runs. Its name
+// is the node's name, and only that node's agent writes it.
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=nsr
+// +kubebuilder:printcolumn:name="BACKEND",type=string,JSONPath=`.backend`
+// +kubebuilder:printcolumn:name="CPUS",type=integer,JSONPath=`.cpus`
+// +kubebuilder:printcolumn:name="ERROR-POINTS",type=number,JSONPath=`.fairnessErrorPoints`
+// +kubebuilder:printcolumn:name="JAIN",type=number,JSONPath=`.jainIndex`
+// +kubebuilder:printcolumn:name="OBSERVED",type=date,JSONPath=`.observedTime`
+// +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
+type NodeShareReport struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Backend is the enforcement layer in use on the node.
+	// +required
+	Backend Backend `json:"backend"`
+	// KernelABI is the version of the sched_setweight ABI the kernel
+	// publishes, 0 when the kernel has none.
+	// +optional
+	KernelABI int32 `json:"kernelABI,omitempty"`
+	// CPUs the node's tenants share.
+	// +kubebuilder:validation:Minimum=1
+	CPUs int32 `json:"cpus"`
+	// Window is the measurement window the shares are computed over.
+	Window metav1.Duration `json:"window"`
+	// ObservedTime is the end of the window.
+	ObservedTime metav1.Time `json:"observedTime"`
+	// BootID identifies this run of the agent; cumulative counters restart
+	// from zero with a new BootID.
+	// +kubebuilder:validation:MinLength=1
+	BootID string `json:"bootID"`
+	// FairnessErrorPoints is the largest |achieved − entitled| over the
+	// backlogged tenants, in percentage points.
+	// +optional
+	FairnessErrorPoints float64 `json:"fairnessErrorPoints"`
+	// JainIndex is Jain's fairness index over achieved/entitled (1 = fair).
+	// +optional
+	JainIndex float64 `json:"jainIndex"`
+	// DriftCorrections counts values the agent found changed by someone
+	// else and put back, since BootID started.
+	// +optional
+	DriftCorrections int64 `json:"driftCorrections,omitempty"`
+	// Tenants are the per-tenant figures, sorted by name.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Tenants []TenantShare `json:"tenants,omitempty"`
+}
+
+// NodeShareReportList is a list of NodeShareReports.
+// +kubebuilder:object:root=true
+type NodeShareReportList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NodeShareReport `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&NodeShareReport{}, &NodeShareReportList{})
+}

@@ -1,0 +1,207 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ThreadPolicy says how threads inside a tenant's pods share the pod's CPU
+// (DESIGN.md §fairness model, level 3).
+// +kubebuilder:validation:Enum=TWRS;PFS;TFPS;None
+type ThreadPolicy string
+
+const (
+	// ThreadPolicyTWRS readjusts each thread's weight by the threads on its
+	// CPU run queue (thesis eq. 3.3).
+	ThreadPolicyTWRS ThreadPolicy = "TWRS"
+	// ThreadPolicyPFS divides a process's weight among its threads.
+	ThreadPolicyPFS ThreadPolicy = "PFS"
+	// ThreadPolicyTFPS scales thread weights by online CPUs / threads.
+	ThreadPolicyTFPS ThreadPolicy = "TFPS"
+	// ThreadPolicyNone leaves threads to the stock scheduler.
+	ThreadPolicyNone ThreadPolicy = "None"
+)
+
+// Workload weights a group of a tenant's pods (a VM, a service) inside the
+// tenant's entitlement.
+type Workload struct {
+	// Name identifies the workload in status and reports.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="workload name must be a DNS label: lower-case letters, digits and '-'"
+	// +required
+	Name string `json:"name"`
+
+	// PodSelector selects the tenant's pods that belong to this workload.
+	// +required
+	PodSelector metav1.LabelSelector `json:"podSelector"`
+
+	// Weight of this workload against the tenant's other workloads (1..10000).
+	// Pods matched by no workload share the rest equally, one default
+	// weight (100) per pod.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	// +required
+	Weight int32 `json:"weight"`
+}
+
+// TenantSpec declares who a tenant is and what CPU weight it has.
+// +kubebuilder:validation:XValidation:rule="has(self.tier) != has(self.weight)",message="exactly one of spec.tier and spec.weight must be set"
+// +kubebuilder:validation:XValidation:rule="(has(self.namespaces) && size(self.namespaces) > 0) || has(self.namespaceSelector)",message="at least one of spec.namespaces or spec.namespaceSelector must be set"
+type TenantSpec struct {
+	// Tier names the PricingTier whose weight and price the tenant uses.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Tier string `json:"tier,omitempty"`
+
+	// Weight sets the tenant's CPU weight directly (1..10000), unpriced.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	// +optional
+	Weight *int32 `json:"weight,omitempty"`
+
+	// Namespaces are namespaces that belong to the tenant, by name.
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.all(n, n.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))",message="namespaces must be DNS labels"
+	// +listType=set
+	// +optional
+	Namespaces []string `json:"namespaces,omitempty"`
+
+	// NamespaceSelector adds every namespace whose labels match.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// Workloads weight groups of pods (VMs, services) inside the tenant.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self.all(w, self.exists_one(x, x.name == w.name))",message="workload names must be unique"
+	// +optional
+	Workloads []Workload `json:"workloads,omitempty"`
+
+	// ThreadPolicy shares a pod's CPU among its processes and threads.
+	// +kubebuilder:default=PFS
+	// +optional
+	ThreadPolicy ThreadPolicy `json:"threadPolicy,omitempty"`
+}
+
+// TenantNodeStatus is what one node measured for the tenant, and what the
+// controller has consumed of its cumulative counters.
+type TenantNodeStatus struct {
+	// Node is the node's name.
+	Node string `json:"node"`
+	// EntitledShare of that node's CPUs, as a percentage, e.g. "33.3%".
+	// +optional
+	EntitledShare string `json:"entitledShare,omitempty"`
+	// AchievedShare of that node's CPUs in the last window, as a percentage.
+	// +optional
+	AchievedShare string `json:"achievedShare,omitempty"`
+	// CPUSeconds the tenant used on this node and the controller accrued.
+	// +optional
+	CPUSeconds string `json:"cpuSeconds,omitempty"`
+	// Counters remembers, per agent boot, the last cumulative CPU counter
+	// the controller consumed, so that no report is counted twice.
+	// +listType=map
+	// +listMapKey=bootID
+	// +kubebuilder:validation:MaxItems=4
+	// +optional
+	Counters []ConsumedCounter `json:"counters,omitempty"`
+}
+
+// ConsumedCounter is the last cumulative CPU counter consumed from one agent boot.
+type ConsumedCounter struct {
+	// BootID identifies one run of the node agent.
+	BootID string `json:"bootID"`
+	// CPUNanoseconds is the counter value consumed.
+	CPUNanoseconds int64 `json:"cpuNanoseconds"`
+}
+
+// TenantStatus is what the controller resolved and what the nodes measured.
+type TenantStatus struct {
+	// ObservedGeneration is the generation this status was computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready, TierResolved, Enforced, Degraded.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// EffectiveWeight is the weight in force: the tier's or spec.weight.
+	// +optional
+	EffectiveWeight int32 `json:"effectiveWeight,omitempty"`
+
+	// Namespaces the tenant owns now (names and selector, minus namespaces
+	// another tenant wins), sorted.
+	// +listType=set
+	// +optional
+	Namespaces []string `json:"namespaces,omitempty"`
+
+	// EntitledShare of the CPUs of the nodes that run the tenant, as a percentage.
+	// +optional
+	EntitledShare string `json:"entitledShare,omitempty"`
+	// AchievedShare of those CPUs in the last window, as a percentage.
+	// +optional
+	AchievedShare string `json:"achievedShare,omitempty"`
+	// CPUSeconds accrued over all nodes, decimal.
+	// +optional
+	CPUSeconds string `json:"cpuSeconds,omitempty"`
+	// Cost accrued at the tier's price, an exact decimal in Currency.
+	// +optional
+	Cost string `json:"cost,omitempty"`
+	// Currency of Cost.
+	// +optional
+	Currency string `json:"currency,omitempty"`
+
+	// CPUNanoseconds is the exact total behind CPUSeconds.
+	// +optional
+	CPUNanoseconds int64 `json:"cpuNanoseconds,omitempty"`
+	// CostMicros is the exact total behind Cost, in millionths of Currency.
+	// +optional
+	CostMicros int64 `json:"costMicros,omitempty"`
+	// CostRemainder carries the sub-micro part of accrued cost between
+	// reports (units of 1/3.6e15 of Currency), so that rounding never loses money.
+	// +optional
+	CostRemainder int64 `json:"costRemainder,omitempty"`
+
+	// Nodes holds the per-node figures, sorted by node.
+	// +listType=map
+	// +listMapKey=node
+	// +optional
+	Nodes []TenantNodeStatus `json:"nodes,omitempty"`
+}
+
+// Tenant is a group of namespaces that shares CPU by one weight.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=tn
+// +kubebuilder:printcolumn:name="TIER",type=string,JSONPath=`.spec.tier`
+// +kubebuilder:printcolumn:name="WEIGHT",type=integer,JSONPath=`.status.effectiveWeight`
+// +kubebuilder:printcolumn:name="ENTITLED",type=string,JSONPath=`.status.entitledShare`
+// +kubebuilder:printcolumn:name="ACHIEVED",type=string,JSONPath=`.status.achievedShare`
+// +kubebuilder:printcolumn:name="CPU-SECONDS",type=string,JSONPath=`.status.cpuSeconds`
+// +kubebuilder:printcolumn:name="COST",type=string,JSONPath=`.status.cost`
+// +kubebuilder:printcolumn:name="CURRENCY",type=string,JSONPath=`.status.currency`,priority=1
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
+type Tenant struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec TenantSpec `json:"spec"`
+	// +optional
+	Status TenantStatus `json:"status,omitempty"`
+}
+
+// TenantList is a list of Tenants.
+// +kubebuilder:object:root=true
+type TenantList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Tenant `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Tenant{}, &TenantList{})
+}

@@ -1,0 +1,72 @@
+// Package enforce defines the one interface every enforcement backend
+// implements. The agent's loop computes a Plan each period and hands it to
+// its backends; a backend owns every write at its level (pod cgroups, thread
+// weights, nice values) and nothing else.
+package enforce
+
+// ThreadPolicy says how the threads inside a pod share the pod's CPU
+// (DESIGN.md §fairness model, level 3).
+type ThreadPolicy string
+
+const (
+	ThreadPolicyTWRS ThreadPolicy = "TWRS"
+	ThreadPolicyPFS  ThreadPolicy = "PFS"
+	ThreadPolicyTFPS ThreadPolicy = "TFPS"
+	ThreadPolicyNone ThreadPolicy = "None"
+)
+
+// Process is one process inside a pod and the weight it should get.
+type Process struct {
+	PID int
+	// Weight of the whole process in kernel units (NICE_0 = 1024).
+	Weight float64
+	// Threads are the thread ids seen in /proc/<pid>/task this period.
+	Threads []int
+}
+
+// Pod is one pod as the agent enforces it.
+type Pod struct {
+	UID       string
+	Namespace string
+	Name      string
+	Tenant    string
+	// Cgroup is the pod's cgroup relative to the agent's cgroup root,
+	// e.g. "kubepods/burstable/pod<uid>".
+	Cgroup string
+	// Shares is the desired pod weight in cgroup v1 cpu.shares units
+	// (2..262144); a v2 writer converts it.
+	Shares       uint64
+	ThreadPolicy ThreadPolicy
+	Processes    []Process
+}
+
+// Plan is everything a backend must make true this period.
+type Plan struct {
+	Pods []Pod
+}
+
+// Result tells the loop what a backend did, for metrics and the report.
+type Result struct {
+	// Writes counts values written because they differed from the plan.
+	Writes int
+	// Drift counts values found changed by someone else since our last write.
+	Drift int
+	// Vanished counts pods, processes or threads that disappeared mid-apply;
+	// they are not errors.
+	Vanished int
+	// ApproxErrorPoints is the largest share error, in percentage points,
+	// that the backend knows its own rounding causes (the nice fallback).
+	ApproxErrorPoints float64
+}
+
+// Backend applies one level of a Plan.
+type Backend interface {
+	// Name is what the NodeShareReport shows: "cgroup", "syscall" or "nice".
+	Name() string
+	// Apply makes the plan true, writing only what differs. It must survive
+	// pods, processes and threads vanishing while it runs.
+	Apply(plan Plan) (Result, error)
+	// Restore puts back the values that were there before kubefair touched
+	// these pods (kubelet's shares, default thread weights).
+	Restore(pods []Pod) error
+}
