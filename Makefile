@@ -19,6 +19,11 @@ export KUBEBUILDER_ASSETS := $(K8S_BIN)
 
 GO_TEST_FLAGS ?=
 
+# Components append the targets their suites need before `go test` runs
+# (kernel images, cluster binaries, container images), in their own section
+# below and above "Test and demo".
+TEST_PREREQS :=
+
 .DEFAULT_GOAL := help
 
 ##@ General
@@ -53,8 +58,12 @@ build: ## Build the controller and agent binaries into bin/.
 
 ##@ Tools
 
+.PHONY: deps
+deps: ## Install the Debian packages the tests and the demo need (only missing ones).
+	hack/deps.sh
+
 .PHONY: tools
-tools: $(CONTROLLER_GEN) envtest ## Install controller-gen and build the envtest binaries (cached).
+tools: deps $(CONTROLLER_GEN) envtest ## Install packages, controller-gen and the envtest binaries (cached).
 
 .PHONY: envtest
 envtest: ## Build etcd and kube-apiserver from the Go module proxy into the cache.
@@ -65,10 +74,13 @@ $(CONTROLLER_GEN):
 	GOBIN=$(TOOLS_BIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 	mv $(TOOLS_BIN)/controller-gen $@
 
+##@ Components
+# (each component's targets go here, one block each)
+
 ##@ Test and demo
 
 .PHONY: test
-test: tools verify ## Run every test suite (needs root for the node suites).
+test: tools verify $(TEST_PREREQS) ## Run every test suite (needs root for the node suites).
 	go test $(GO_TEST_FLAGS) -count=1 -timeout 45m -p 1 ./...
 
 .PHONY: demo

@@ -4,16 +4,7 @@
 // weights, nice values) and nothing else.
 package enforce
 
-// ThreadPolicy says how the threads inside a pod share the pod's CPU
-// (DESIGN.md §fairness model, level 3).
-type ThreadPolicy string
-
-const (
-	ThreadPolicyTWRS ThreadPolicy = "TWRS"
-	ThreadPolicyPFS  ThreadPolicy = "PFS"
-	ThreadPolicyTFPS ThreadPolicy = "TFPS"
-	ThreadPolicyNone ThreadPolicy = "None"
-)
+import "github.com/kubefair/kubefair/node-agent/fairness"
 
 // Process is one process inside a pod and the weight it should get.
 type Process struct {
@@ -36,7 +27,7 @@ type Pod struct {
 	// Shares is the desired pod weight in cgroup v1 cpu.shares units
 	// (2..262144); a v2 writer converts it.
 	Shares       uint64
-	ThreadPolicy ThreadPolicy
+	ThreadPolicy fairness.ThreadPolicy
 	Processes    []Process
 }
 

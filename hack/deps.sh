@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian packages kubefair's tests and demo need, only those that
+# are missing, so a fresh machine needs nothing but `make test` / `make demo`.
+set -euo pipefail
+
+packages=(
+  # real container runtime for the agent and end-to-end tests
+  containerd runc containernetworking-plugins iproute2 iptables
+  # kernel build and QEMU guests
+  linux-source-6.12 qemu-system-x86 busybox-static flex bison bc libelf-dev libssl-dev cpio
+  # certificates for the local cluster
+  openssl
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "deps: missing Debian packages: ${missing[*]}; run as root or install them" >&2
+  exit 1
+fi
+echo "deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,31 @@
+// Package discovery finds the containers running on this node, the pods they
+// belong to, their cgroups and their processes.
+package discovery
+
+import "context"
+
+// Container is one container of a pod on this node, as the runtime knows it.
+type Container struct {
+	// ID is the runtime's container id (the pod status's containerID
+	// without the "containerd://" prefix).
+	ID string
+	// PodUID, PodNamespace and PodName come from the CRI labels
+	// io.kubernetes.pod.uid|namespace|name.
+	PodUID       string
+	PodNamespace string
+	PodName      string
+	// Name is io.kubernetes.container.name; empty for a pod sandbox.
+	Name string
+	// Sandbox is true for the pod's pause container.
+	Sandbox bool
+	// Cgroup is the container's cgroup path as the runtime set it, relative
+	// to the cpu controller's mount (e.g. "/kubepods/burstable/pod<uid>/<id>").
+	Cgroup string
+	// PIDs are the container's processes (thread-group ids) at discovery time.
+	PIDs []int
+}
+
+// Source lists the containers running on this node.
+type Source interface {
+	Containers(ctx context.Context) ([]Container, error)
+}

@@ -1,0 +1,31 @@
+package fairness
+
+// CgroupV2WeightFromShares converts cgroup v1 cpu.shares (2..262144) to a
+// cgroup v2 cpu.weight (1..10000) the way kubelet does:
+// 1 + ((shares − 2) × 9999) / 262142. kubefair uses this one conversion
+// everywhere; containerd/cgroups and runc ≥ 1.3.2 map differently, which is
+// why entitlements are computed from values read back from disk.
+func CgroupV2WeightFromShares(shares uint64) uint64 {
+	shares = clamp(shares, MinShares, MaxShares)
+	return 1 + ((shares-2)*9999)/262142
+}
+
+// CgroupSharesFromV2Weight is the inverse of CgroupV2WeightFromShares,
+// rounded up so that the round trip shares → weight → shares → weight is
+// stable.
+func CgroupSharesFromV2Weight(weight uint64) uint64 {
+	weight = clamp(weight, MinWeight, MaxWeight)
+	return 2 + ((weight-1)*262142+9998)/9999
+}
+
+// Ranges of the cgroup files.
+const (
+	MinShares = 2
+	MaxShares = 262144
+	MinWeight = 1
+	MaxWeight = 10000
+)
+
+func clamp(v, lo, hi uint64) uint64 {
+	return min(max(v, lo), hi)
+}
