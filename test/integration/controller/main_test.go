@@ -1,0 +1,149 @@
+// Package controller tests kubefair's reconcilers against a real
+// kube-apiserver and etcd (envtest): the CRDs' validation, tier and
+// namespace resolution, report aggregation and exactly-once cost.
+package controller
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
+	"github.com/kubefair/kubefair/controllers"
+	"github.com/kubefair/kubefair/test/harness/kubeapi"
+)
+
+var (
+	api *kubeapi.Server
+	k8s client.Client
+)
+
+func TestMain(m *testing.M) {
+	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
+	var err error
+	api, err = kubeapi.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "controller suite:", err)
+		os.Exit(1)
+	}
+	k8s = api.Client
+	code := m.Run()
+	_ = api.Stop()
+	os.Exit(code)
+}
+
+
+
+// startManager runs the controller as main does, until the test ends or
+// stop is called.
+func startManager(t *testing.T) (stop func()) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(api.Config, ctrl.Options{
+		Scheme:  scheme.Scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := controllers.Setup(ctx, mgr, controllers.Options{SkipMetrics: true}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// eventually polls cond until it holds or 20 s pass.
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s; last seen: %s", what, last)
+}
+
+func ctx() context.Context { return context.Background() }
+
+func create(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := k8s.Create(ctx(), o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+}
+
+func tier(name string, weight int32, price string) *kubefairv1.PricingTier {
+	return &kubefairv1.PricingTier{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: kubefairv1.PricingTierSpec{Weight: weight, PricePerCPUHour: price, Currency: "EUR"}}
+}
+
+func namespace(name string, labels map[string]string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+}
+
+func tenantOnTier(name, tierName string, namespaces ...string) *kubefairv1.Tenant {
+	return &kubefairv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: kubefairv1.TenantSpec{Tier: tierName, Namespaces: namespaces}}
+}
+
+func getTenant(t *testing.T, name string) *kubefairv1.Tenant {
+	t.Helper()
+	var tn kubefairv1.Tenant
+	if err := k8s.Get(ctx(), client.ObjectKey{Name: name}, &tn); err != nil {
+		t.Fatalf("getting tenant %s: %v", name, err)
+	}
+	return &tn
+}
+
+func condition(tn *kubefairv1.Tenant, typ string) metav1.Condition {
+	if c := meta.FindStatusCondition(tn.Status.Conditions, typ); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
+// describe is a one-line view of a tenant's status for failure messages.
+func describe(tn *kubefairv1.Tenant) string {
+	s := tn.Status
+	var conds string
+	for _, c := range s.Conditions {
+		conds += fmt.Sprintf(" %s=%s/%s", c.Type, c.Status, c.Reason)
+	}
+	return fmt.Sprintf("weight=%d ns=%v entitled=%q achieved=%q cpu=%dns cost=%d+%d %s nodes=%d%s",
+		s.EffectiveWeight, s.Namespaces, s.EntitledShare, s.AchievedShare, s.CPUNanoseconds, s.CostMicros, s.CostRemainder, s.Currency, len(s.Nodes), conds)
+}

@@ -1,0 +1,97 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
+)
+
+// TestAPIServerRefusesBadObjects: every rule lives in the CRD schema, so the
+// API server itself refuses bad input, with a message that says what to fix.
+func TestAPIServerRefusesBadObjects(t *testing.T) {
+	okSpec := func() kubefairv1.TenantSpec {
+		return kubefairv1.TenantSpec{Weight: ptr.To[int32](100), Namespaces: []string{"team-a"}}
+	}
+	tenant := func(mut func(*kubefairv1.TenantSpec)) client.Object {
+		s := okSpec()
+		mut(&s)
+		return &kubefairv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "bad-tenant"}, Spec: s}
+	}
+	pricing := func(mut func(*kubefairv1.PricingTierSpec)) client.Object {
+		s := kubefairv1.PricingTierSpec{Weight: 100, PricePerCPUHour: "0.05", Currency: "USD"}
+		mut(&s)
+		return &kubefairv1.PricingTier{ObjectMeta: metav1.ObjectMeta{Name: "bad-tier"}, Spec: s}
+	}
+	workload := func(name string, weight int32) kubefairv1.Workload {
+		return kubefairv1.Workload{Name: name, Weight: weight, PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}}
+	}
+	report := func(mut func(*kubefairv1.NodeShareReport)) client.Object {
+		r := &kubefairv1.NodeShareReport{ObjectMeta: metav1.ObjectMeta{Name: "bad-node"},
+			Backend: kubefairv1.BackendCgroup, CPUs: 2, BootID: "b", Window: metav1.Duration{}, ObservedTime: metav1.Now()}
+		mut(r)
+		return r
+	}
+
+	for _, tc := range []struct {
+		name string
+		obj  client.Object
+		want string // part of the API server's message
+	}{
+		{"tier and weight both set", tenant(func(s *kubefairv1.TenantSpec) { s.Tier = "gold" }), "exactly one of spec.tier and spec.weight"},
+		{"neither tier nor weight", tenant(func(s *kubefairv1.TenantSpec) { s.Weight = nil }), "exactly one of spec.tier and spec.weight"},
+		{"tenant weight 0", tenant(func(s *kubefairv1.TenantSpec) { s.Weight = ptr.To[int32](0) }), "spec.weight"},
+		{"tenant weight above 10000", tenant(func(s *kubefairv1.TenantSpec) { s.Weight = ptr.To[int32](10001) }), "spec.weight"},
+		{"no namespaces and no selector", tenant(func(s *kubefairv1.TenantSpec) { s.Namespaces = nil }), "at least one of spec.namespaces or spec.namespaceSelector"},
+		{"namespace not a DNS label", tenant(func(s *kubefairv1.TenantSpec) { s.Namespaces = []string{"Team_A"} }), "namespaces must be DNS labels"},
+		{"unknown thread policy", tenant(func(s *kubefairv1.TenantSpec) { s.ThreadPolicy = "Fastest" }), "spec.threadPolicy"},
+		{"workload weight 0", tenant(func(s *kubefairv1.TenantSpec) { s.Workloads = []kubefairv1.Workload{workload("vm-a", 0)} }), "spec.workloads[0].weight"},
+		{"workload weight above 10000", tenant(func(s *kubefairv1.TenantSpec) { s.Workloads = []kubefairv1.Workload{workload("vm-a", 20000)} }), "spec.workloads[0].weight"},
+		{"duplicate workload names", tenant(func(s *kubefairv1.TenantSpec) {
+			s.Workloads = []kubefairv1.Workload{workload("vm-a", 1), workload("vm-a", 3)}
+		}), "workload names must be unique"},
+		{"workload name not a DNS label", tenant(func(s *kubefairv1.TenantSpec) { s.Workloads = []kubefairv1.Workload{workload("VM A", 1)} }), "workload name must be a DNS label"},
+		{"negative price", pricing(func(s *kubefairv1.PricingTierSpec) { s.PricePerCPUHour = "-0.05" }), "pricePerCPUHour must be a non-negative decimal"},
+		{"price not a decimal", pricing(func(s *kubefairv1.PricingTierSpec) { s.PricePerCPUHour = "cheap" }), "pricePerCPUHour must be a non-negative decimal"},
+		{"price with 7 fraction digits", pricing(func(s *kubefairv1.PricingTierSpec) { s.PricePerCPUHour = "0.0000001" }), "pricePerCPUHour must be a non-negative decimal"},
+		{"lower-case currency", pricing(func(s *kubefairv1.PricingTierSpec) { s.Currency = "usd" }), "currency must be an ISO 4217 code"},
+		{"tier weight 0", pricing(func(s *kubefairv1.PricingTierSpec) { s.Weight = 0 }), "spec.weight"},
+		{"unknown latency class", pricing(func(s *kubefairv1.PricingTierSpec) { s.LatencyClass = "realtime" }), "spec.latencyClass"},
+		{"report with unknown backend", report(func(r *kubefairv1.NodeShareReport) { r.Backend = "ebpf" }), "backend"},
+		{"report with no CPUs", report(func(r *kubefairv1.NodeShareReport) { r.CPUs = 0 }), "cpus"},
+		{"report with negative counter", report(func(r *kubefairv1.NodeShareReport) {
+			r.Tenants = []kubefairv1.TenantShare{{Name: "a", CPUNanoseconds: -1}}
+		}), "cpuNanoseconds"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := k8s.Create(ctx(), tc.obj)
+			if err == nil {
+				_ = k8s.Delete(ctx(), tc.obj)
+				t.Fatalf("the API server accepted %s", tc.name)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("refused with %q, want a message containing %q", err, tc.want)
+			}
+			t.Logf("refused: %v", err)
+		})
+	}
+}
+
+// TestDefaults: what an experienced user leaves out is filled in.
+func TestDefaults(t *testing.T) {
+	tn := &kubefairv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "defaults"},
+		Spec: kubefairv1.TenantSpec{Weight: ptr.To[int32](5), Namespaces: []string{"defaults"}}}
+	pt := &kubefairv1.PricingTier{ObjectMeta: metav1.ObjectMeta{Name: "defaults"},
+		Spec: kubefairv1.PricingTierSpec{Weight: 5, PricePerCPUHour: "1"}}
+	create(t, tn, pt)
+	if tn.Spec.ThreadPolicy != kubefairv1.ThreadPolicyPFS {
+		t.Errorf("threadPolicy defaulted to %q, want PFS", tn.Spec.ThreadPolicy)
+	}
+	if pt.Spec.Currency != "USD" {
+		t.Errorf("currency defaulted to %q, want USD", pt.Spec.Currency)
+	}
+}
