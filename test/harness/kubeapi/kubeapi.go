@@ -78,4 +78,3 @@ func Start() (*Server, error) {
 
 // Stop ends the API server and etcd.
 func (s *Server) Stop() error { return s.Env.Stop() }
-

@@ -44,8 +44,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-
-
 // startManager runs the controller as main does, until the test ends or
 // stop is called.
 func startManager(t *testing.T) (stop func()) {
