@@ -160,7 +160,8 @@ type TenantStatus struct {
 	// +optional
 	CostMicros int64 `json:"costMicros,omitempty"`
 	// CostRemainder carries the sub-micro part of accrued cost between
-	// reports (units of 1/3.6e15 of Currency), so that rounding never loses money.
+	// reports (units of 1/3.6e12 of a micro-unit: the price of one CPU-nanosecond
+	// at one micro-unit per CPU-hour), so that rounding never loses money.
 	// +optional
 	CostRemainder int64 `json:"costRemainder,omitempty"`
 
