@@ -1,0 +1,162 @@
+package cgroupfs
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/kubefair/kubefair/node-agent/enforce"
+)
+
+// Backend is the cgroup enforcement layer: it owns every pod cgroup weight
+// the agent writes. It writes only values that differ, counts and undoes
+// drift (someone else, usually kubelet on a resize, changed a value it set),
+// and remembers each pod's original value on disk so that a pod leaving its
+// tenant, an uninstall or an agent restart can put kubelet's value back.
+type Backend struct {
+	h        *Hierarchy
+	stateDir string
+
+	mu sync.Mutex
+	// state is persisted in stateDir as JSON after every change.
+	state backendState
+}
+
+type backendState struct {
+	// Original is kubelet's value (native units) before kubefair first wrote.
+	Original map[string]uint64 `json:"original"`
+	// Written is the value (native units) kubefair last wrote.
+	Written map[string]uint64 `json:"written"`
+}
+
+const stateFile = "cgroup-weights.json"
+
+// NewBackend loads what a previous run of the agent wrote, if anything.
+// stateDir "" keeps the state in memory only (unit tests).
+func NewBackend(h *Hierarchy, stateDir string) (*Backend, error) {
+	b := &Backend{h: h, stateDir: stateDir, state: backendState{Original: map[string]uint64{}, Written: map[string]uint64{}}}
+	if stateDir == "" {
+		return b, nil
+	}
+	data, err := os.ReadFile(filepath.Join(stateDir, stateFile))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("reading agent state: %w", err)
+	default:
+		if err := json.Unmarshal(data, &b.state); err != nil {
+			return nil, fmt.Errorf("agent state %s is corrupt: %w", filepath.Join(stateDir, stateFile), err)
+		}
+		if b.state.Original == nil {
+			b.state.Original = map[string]uint64{}
+		}
+		if b.state.Written == nil {
+			b.state.Written = map[string]uint64{}
+		}
+	}
+	return b, nil
+}
+
+// Name is what the node's report shows.
+func (b *Backend) Name() string { return "cgroup" }
+
+// Apply writes each pod's weight when it differs from the plan.
+func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var res enforce.Result
+	var errs []error
+	changed := false
+	for _, pod := range plan.Pods {
+		want := b.h.Native(pod.Shares)
+		have, err := b.h.ReadWeight(pod.Cgroup)
+		if errors.Is(err, os.ErrNotExist) {
+			res.Vanished++
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if _, known := b.state.Original[pod.Cgroup]; !known {
+			b.state.Original[pod.Cgroup] = have
+			changed = true
+		}
+		if last, ok := b.state.Written[pod.Cgroup]; ok && have != last {
+			res.Drift++
+		}
+		if have != want {
+			if err := b.h.WriteWeight(pod.Cgroup, want); err != nil {
+				if errors.Is(err, os.ErrNotExist) {
+					res.Vanished++
+					continue
+				}
+				errs = append(errs, fmt.Errorf("writing %s: %w", pod.Cgroup, err))
+				continue
+			}
+			res.Writes++
+		}
+		if b.state.Written[pod.Cgroup] != want {
+			b.state.Written[pod.Cgroup] = want
+			changed = true
+		}
+	}
+	if changed {
+		errs = append(errs, b.save())
+	}
+	return res, errors.Join(errs...)
+}
+
+// Restore puts kubelet's value back for each pod and forgets it. A pod whose
+// cgroup is gone is simply forgotten.
+func (b *Backend) Restore(pods []enforce.Pod) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var errs []error
+	for _, pod := range pods {
+		orig, ok := b.state.Original[pod.Cgroup]
+		if !ok {
+			continue
+		}
+		if err := b.h.WriteWeight(pod.Cgroup, orig); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("restoring %s: %w", pod.Cgroup, err))
+			continue
+		}
+		delete(b.state.Original, pod.Cgroup)
+		delete(b.state.Written, pod.Cgroup)
+	}
+	errs = append(errs, b.save())
+	return errors.Join(errs...)
+}
+
+// Managed lists the pod cgroups kubefair has changed and not yet restored.
+func (b *Backend) Managed() []enforce.Pod {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	pods := make([]enforce.Pod, 0, len(b.state.Original))
+	for cg := range b.state.Original {
+		pods = append(pods, enforce.Pod{Cgroup: cg})
+	}
+	return pods
+}
+
+func (b *Backend) save() error {
+	if b.stateDir == "" {
+		return nil
+	}
+	data, err := json.Marshal(b.state)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(b.stateDir, 0o700); err != nil {
+		return err
+	}
+	tmp := filepath.Join(b.stateDir, stateFile+".tmp")
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(b.stateDir, stateFile))
+}

@@ -1,0 +1,151 @@
+package cgroupfs
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/kubefair/kubefair/node-agent/enforce"
+)
+
+// fakeTree lays out a kubelet-like tree in a temp dir with every file
+// pre-created: writing a missing file silently "succeeds" in
+// containerd/cgroups, so a test must see the files it expects change.
+func fakeTree(t *testing.T, mode Mode) (root string, h *Hierarchy) {
+	t.Helper()
+	root = t.TempDir()
+	pods := []string{"/kubepods/burstable/poda", "/kubepods/burstable/podb", "/kubepods/besteffort/podc", "/kubepods/podd"}
+	write := func(p, content string) {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if mode == V2 {
+		write(filepath.Join(root, "cgroup.controllers"), "cpuset cpu io memory pids\n")
+		for _, p := range pods {
+			write(filepath.Join(root, p, "cpu.weight"), "4\n")
+			write(filepath.Join(root, p, "cpu.stat"), "usage_usec 1500\nuser_usec 1000\nsystem_usec 500\n")
+			write(filepath.Join(root, p, "ctr1", "cgroup.procs"), "11\n12\n")
+			write(filepath.Join(root, p, "cgroup.procs"), "")
+		}
+	} else {
+		for _, p := range pods {
+			write(filepath.Join(root, "cpu", p, "cpu.shares"), "102\n")
+			write(filepath.Join(root, "cpuacct", p, "cpuacct.usage"), "1500000\n")
+			write(filepath.Join(root, "cpu", p, "ctr1", "cgroup.procs"), "11\n12\n")
+			write(filepath.Join(root, "cpu", p, "cgroup.procs"), "")
+		}
+		write(filepath.Join(root, "cpu", "cpu.shares"), "1024\n")
+		write(filepath.Join(root, "cpuacct", "cpuacct.usage"), "0\n")
+	}
+	h, err := Detect(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Mode != mode {
+		t.Fatalf("detected v%d, want v%d", h.Mode, mode)
+	}
+	return root, h
+}
+
+func fileValue(t *testing.T, root string, h *Hierarchy, cgroup string) string {
+	t.Helper()
+	p := filepath.Join(root, "cpu", cgroup, "cpu.shares")
+	if h.Mode == V2 {
+		p = filepath.Join(root, cgroup, "cpu.weight")
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// TestBothVersions runs one table over a v1 and a v2 tree.
+func TestBothVersions(t *testing.T) {
+	for _, mode := range []Mode{V1, V2} {
+		t.Run("v"+strconv.Itoa(int(mode)), func(t *testing.T) {
+			root, h := fakeTree(t, mode)
+			orig := map[Mode]string{V1: "102", V2: "4"}[mode]
+
+			pods, err := h.Pods()
+			if err != nil || len(pods) != 4 {
+				t.Fatalf("Pods() = %v, %v; want 4 pods", pods, err)
+			}
+			if usage, err := h.UsageNanoseconds("/kubepods/burstable/poda"); err != nil || usage != 1_500_000 {
+				t.Fatalf("usage = %d, %v; want 1.5 ms", usage, err)
+			}
+			if procs, err := h.Procs("/kubepods/burstable/poda"); err != nil || len(procs) != 2 {
+				t.Fatalf("procs = %v, %v", procs, err)
+			}
+
+			b, err := NewBackend(h, t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan := enforce.Plan{Pods: []enforce.Pod{{Cgroup: "/kubepods/burstable/poda", Shares: 2048}, {Cgroup: "/kubepods/burstable/podb", Shares: 512}}}
+			want := map[Mode][2]string{V1: {"2048", "512"}, V2: {"79", "20"}}[mode] // kubelet's shares→weight on v2
+			res, err := b.Apply(plan)
+			if err != nil || res.Writes != 2 || res.Drift != 0 {
+				t.Fatalf("first apply = %+v, %v; want 2 writes", res, err)
+			}
+			if a, bb := fileValue(t, root, h, "/kubepods/burstable/poda"), fileValue(t, root, h, "/kubepods/burstable/podb"); a != want[0] || bb != want[1] {
+				t.Fatalf("files hold %s, %s; want %s, %s", a, bb, want[0], want[1])
+			}
+			if res, _ := b.Apply(plan); res.Writes != 0 {
+				t.Fatalf("an unchanged plan wrote %d values", res.Writes)
+			}
+
+			// Someone else (kubelet on a resize) rewrites a value: counted and undone.
+			if err := h.WriteWeight("/kubepods/burstable/poda", 7); err != nil {
+				t.Fatal(err)
+			}
+			if res, _ := b.Apply(plan); res.Drift != 1 || res.Writes != 1 || fileValue(t, root, h, "/kubepods/burstable/poda") != want[0] {
+				t.Fatalf("drift apply = %+v, file %s", res, fileValue(t, root, h, "/kubepods/burstable/poda"))
+			}
+
+			// A restarted agent still knows kubelet's values and restores them.
+			again, err := NewBackend(h, b.stateDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(again.Managed()) != 2 {
+				t.Fatalf("restarted backend manages %d pods, want 2", len(again.Managed()))
+			}
+			if err := again.Restore(again.Managed()); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range plan.Pods {
+				if got := fileValue(t, root, h, p.Cgroup); got != orig {
+					t.Fatalf("%s restored to %s, want kubelet's %s", p.Cgroup, got, orig)
+				}
+			}
+
+			// A pod that vanished is not an error.
+			if err := os.RemoveAll(filepath.Join(filepath.Dir(filepath.Join(root, "cpu")), map[Mode]string{V1: "cpu", V2: ""}[mode], "/kubepods/podd")); err != nil {
+				t.Fatal(err)
+			}
+			res, err = b.Apply(enforce.Plan{Pods: []enforce.Pod{{Cgroup: "/kubepods/podd", Shares: 100}}})
+			if err != nil || res.Vanished != 1 {
+				t.Fatalf("vanished pod: %+v, %v", res, err)
+			}
+		})
+	}
+}
+
+func TestRefusesPathsOutsideKubepods(t *testing.T) {
+	_, h := fakeTree(t, V1)
+	for _, p := range []string{"/", "/system.slice", "/kubepods", "/kubepods/../etc", "kubepods/burstable/poda", "/kubepodsx/a"} {
+		if err := h.WriteWeight(p, 100); err == nil {
+			t.Errorf("WriteWeight(%q) was allowed", p)
+		}
+		if _, err := h.ReadWeight(p); err == nil {
+			t.Errorf("ReadWeight(%q) was allowed", p)
+		}
+	}
+}
