@@ -1,0 +1,79 @@
+package agent
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
+	"github.com/kubefair/kubefair/node-agent/fairness"
+)
+
+// defaultWorkloadWeight weighs a pod that no workloads[] entry selects: each
+// such pod is a workload of its own with this weight.
+const defaultWorkloadWeight = 100
+
+// membership is where a pod belongs: its tenant and the workload inside it.
+type membership struct {
+	tenant   string
+	weight   int32 // the tenant's effective weight
+	policy   fairness.ThreadPolicy
+	workload string // "" for a pod no workload selects
+	wlWeight int32
+}
+
+// classify maps a pod to its tenant by namespace, using the namespaces and
+// weight the controller resolved into the tenant's status (one place decides
+// ownership and conflicts), and to a workload by the tenant's selectors.
+func classify(pod *corev1.Pod, tenants []kubefairv1.Tenant) (membership, bool) {
+	for i := range tenants {
+		t := &tenants[i]
+		if t.Status.EffectiveWeight <= 0 || !slices.Contains(t.Status.Namespaces, pod.Namespace) {
+			continue
+		}
+		m := membership{tenant: t.Name, weight: t.Status.EffectiveWeight, policy: fairness.ThreadPolicy(t.Spec.ThreadPolicy), wlWeight: defaultWorkloadWeight}
+		for _, w := range t.Spec.Workloads {
+			sel, err := metav1.LabelSelectorAsSelector(&w.PodSelector)
+			if err != nil {
+				continue
+			}
+			if sel.Matches(labels.Set(pod.Labels)) {
+				m.workload, m.wlWeight = w.Name, w.Weight
+				break
+			}
+		}
+		return m, true
+	}
+	return membership{}, false
+}
+
+// splitTenant divides a tenant's group weight over its pods: workloads by
+// their weights, pods of one workload equally, unselected pods one default
+// weight each (DESIGN.md §fairness model, level 2).
+func splitTenant(groupWeight float64, pods []*podState) map[*podState]float64 {
+	byWorkload := map[string][]*podState{}
+	var total float64
+	for _, p := range pods {
+		key := p.member.workload
+		if key == "" {
+			key = "pod/" + p.uid // a workload of its own
+		}
+		if len(byWorkload[key]) == 0 {
+			total += float64(p.member.wlWeight)
+		}
+		byWorkload[key] = append(byWorkload[key], p)
+	}
+	out := make(map[*podState]float64, len(pods))
+	if total <= 0 {
+		return out
+	}
+	for _, members := range byWorkload {
+		part := groupWeight * float64(members[0].member.wlWeight) / total
+		for _, p := range members {
+			out[p] = part / float64(len(members))
+		}
+	}
+	return out
+}

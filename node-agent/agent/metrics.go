@@ -1,0 +1,53 @@
+package agent
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kubefair/kubefair/node-agent/fairness"
+)
+
+// Metrics are the agent's Prometheus series.
+type Metrics struct {
+	entitled, achieved *prometheus.GaugeVec
+	errorPoints        prometheus.Gauge
+	writes, drift      prometheus.Counter
+	loop               prometheus.Histogram
+}
+
+// NewMetrics registers the agent's series with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		entitled: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kubefair_agent_tenant_entitled_share",
+			Help: "Share of this node's CPUs the tenant is entitled to in the last period (0..1)."}, []string{"tenant"}),
+		achieved: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kubefair_agent_tenant_achieved_share",
+			Help: "Share of this node's CPUs the tenant used in the last period (0..1)."}, []string{"tenant"}),
+		errorPoints: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kubefair_agent_fairness_error_points",
+			Help: "Largest |achieved - entitled| over backlogged tenants in the last period, in percentage points."}),
+		writes: prometheus.NewCounter(prometheus.CounterOpts{Name: "kubefair_agent_writes_total",
+			Help: "Weights written because they differed from the plan."}),
+		drift: prometheus.NewCounter(prometheus.CounterOpts{Name: "kubefair_agent_drift_total",
+			Help: "Weights found changed by someone else and put back."}),
+		loop: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kubefair_agent_loop_seconds",
+			Help: "Time one period of the agent's loop took.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
+	}
+	reg.MustRegister(m.entitled, m.achieved, m.errorPoints, m.writes, m.drift, m.loop)
+	return m
+}
+
+func (m *Metrics) observe(s Step, took time.Duration) {
+	m.entitled.Reset()
+	m.achieved.Reset()
+	var e, a []float64
+	var b []bool
+	for _, t := range s.Tenants {
+		m.entitled.WithLabelValues(t.Name).Set(t.Entitled)
+		m.achieved.WithLabelValues(t.Name).Set(t.Achieved)
+		e, a, b = append(e, t.Entitled), append(a, t.Achieved), append(b, t.Backlogged)
+	}
+	m.errorPoints.Set(fairness.MaxErrorPoints(e, a, b))
+	m.writes.Add(float64(s.Result.Writes))
+	m.drift.Add(float64(s.Result.Drift))
+	m.loop.Observe(took.Seconds())
+}

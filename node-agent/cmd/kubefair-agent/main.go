@@ -1,0 +1,137 @@
+// Command kubefair-agent is kubefair's node agent (a DaemonSet): it sets pod
+// cgroup weights so that tenants get their entitled CPU share, measures what
+// they achieved, and reports it in this node's NodeShareReport.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
+	"github.com/kubefair/kubefair/node-agent/agent"
+	"github.com/kubefair/kubefair/node-agent/cgroupfs"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "kubefair-agent:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	nodeName := flag.String("node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME, from the downward API)")
+	cgroupRoot := flag.String("cgroup-root", "/sys/fs/cgroup", "where the host's cgroup filesystem is mounted; only <root>/…/kubepods is touched")
+	procRoot := flag.String("proc-root", "/proc", "where the host's /proc is (threads and their scheduler statistics)")
+	period := flag.Duration("period", time.Second, "how often to measure and enforce")
+	reportPeriod := flag.Duration("report-period", 10*time.Second, "how often to write this node's NodeShareReport")
+	backend := flag.String("backend", "auto", "enforcement backend: auto or cgroup (the thread-level syscall and nice backends come with the kernel work)")
+	metricsAddr := flag.String("metrics-bind-address", ":9090", "address of the Prometheus endpoint; 0 disables it")
+	probeAddr := flag.String("health-probe-bind-address", ":9091", "address of /healthz and /readyz")
+	restoreOnExit := flag.Bool("restore-on-exit", false, "put kubelet's weights back on every pod kubefair changed, then exit (the chart's preStop)")
+	stateDir := flag.String("state-dir", "/var/lib/kubefair", "where the agent remembers kubelet's original weights across restarts")
+	cpus := flag.Int("cpus", runtime.NumCPU(), "CPUs the pods share on this node")
+	opts := zap.Options{}
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	log := ctrl.Log.WithName("agent")
+
+	switch *backend {
+	case "auto", "cgroup":
+	default:
+		return fmt.Errorf("--backend %q is not available in this build: use auto or cgroup", *backend)
+	}
+	hier, err := cgroupfs.Detect(*cgroupRoot)
+	if err != nil {
+		return err
+	}
+	cgroups, err := cgroupfs.NewBackend(hier, *stateDir)
+	if err != nil {
+		return err
+	}
+	if *restoreOnExit {
+		pods := cgroups.Managed()
+		if err := cgroups.Restore(pods); err != nil {
+			return err
+		}
+		log.Info("restored kubelet's weights", "pods", len(pods))
+		return nil
+	}
+
+	scheme := kruntime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(kubefairv1.AddToScheme(scheme))
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("no Kubernetes API configuration: %w", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	cache, err := agent.NewCache(cfg, scheme, *nodeName)
+	if err != nil {
+		return err
+	}
+	writer, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	a, err := agent.New(agent.Config{NodeName: *nodeName, Period: *period, ReportPeriod: *reportPeriod, ProcRoot: *procRoot, CPUs: *cpus},
+		agent.Options{Hierarchy: hier, Cgroups: cgroups, Reader: cache, Writer: writer, Metrics: agent.NewMetrics(reg), Log: log})
+	if err != nil {
+		return err
+	}
+
+	serve(ctx, *metricsAddr, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	ready := make(chan struct{})
+	serve(ctx, *probeAddr, "/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/readyz" {
+			select {
+			case <-ready:
+			default:
+				http.Error(w, "waiting for the API cache", http.StatusServiceUnavailable)
+				return
+			}
+		}
+		_, _ = w.Write([]byte("ok"))
+	}))
+
+	go func() { _ = cache.Start(ctx) }()
+	if !cache.WaitForCacheSync(ctx) {
+		return errors.New("the API cache did not sync")
+	}
+	close(ready)
+	log.Info("enforcing", "node", *nodeName, "cgroup", fmt.Sprintf("v%d", hier.Mode), "cpus", *cpus, "boot", a.BootID())
+	return a.Run(ctx)
+}
+
+func serve(ctx context.Context, addr, pattern string, h http.Handler) {
+	if addr == "0" || addr == "" {
+		return
+	}
+	mux := http.NewServeMux()
+	mux.Handle(pattern, h)
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.ListenAndServe() }()
+	go func() { <-ctx.Done(); _ = srv.Close() }()
+}

@@ -1,0 +1,158 @@
+// Package podcgroups lays out real cgroup v1 pod cgroups exactly as
+// kubelet's cgroupfs driver does (<root>/kubepods/burstable/pod<uid>/<id>),
+// under a test-owned directory of the host's cpu and cpuacct hierarchies,
+// and runs real CPU burners in them. Tests point the agent's --cgroup-root
+// at Root, a directory whose cpu and cpuacct entries link to the test's
+// own subtrees, so nothing else on the host is touched.
+package podcgroups
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// HostCgroupRoot is where the host mounts its v1 controllers.
+const HostCgroupRoot = "/sys/fs/cgroup"
+
+// KubeletShares is what kubelet writes for a burstable pod requesting 100m.
+const KubeletShares = 102
+
+// Tree is one test's kubelet-like tree.
+type Tree struct {
+	// Root is the cgroup root to give the agent.
+	Root string
+	name string
+	// dirs are the host cgroup directories created, for removal.
+	dirs  []string
+	procs []*exec.Cmd
+}
+
+// New creates the test's subtrees in the host's cpu and cpuacct hierarchies.
+func New(tmp string) (*Tree, error) {
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("podcgroups: creating cgroups needs root (CI runs as root)")
+	}
+	name := fmt.Sprintf("kubefair-test-%d", os.Getpid())
+	t := &Tree{Root: filepath.Join(tmp, "cgroup-root"), name: name}
+	if err := os.MkdirAll(t.Root, 0o755); err != nil {
+		return nil, err
+	}
+	for _, ctl := range []string{"cpu", "cpuacct"} {
+		host := filepath.Join(HostCgroupRoot, ctl, name)
+		if _, err := os.Stat(filepath.Join(HostCgroupRoot, ctl)); err != nil {
+			return nil, fmt.Errorf("podcgroups: no cgroup v1 %s controller at %s: %w", ctl, HostCgroupRoot, err)
+		}
+		if err := t.mkdir(host); err != nil {
+			return nil, err
+		}
+		if err := os.Symlink(host, filepath.Join(t.Root, ctl)); err != nil {
+			return nil, err
+		}
+	}
+	for _, qos := range []string{"kubepods", "kubepods/burstable"} {
+		for _, ctl := range []string{"cpu", "cpuacct"} {
+			if err := t.mkdir(filepath.Join(HostCgroupRoot, ctl, name, qos)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return t, nil
+}
+
+func (t *Tree) mkdir(dir string) error {
+	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+		return err
+	}
+	t.dirs = append(t.dirs, dir)
+	return nil
+}
+
+// PodCgroup is a pod's path below the controller root.
+func PodCgroup(uid string) string { return "/kubepods/burstable/pod" + uid }
+
+// AddPod creates pod<uid> with a container cgroup and kubelet's shares, and
+// starts a burner with threads spinning threads in it. It returns the PID.
+func (t *Tree) AddPod(uid, burner string, threads int) (int, error) {
+	pod := PodCgroup(uid)
+	ctr := pod + "/ctr-" + uid[:8]
+	for _, ctl := range []string{"cpu", "cpuacct"} {
+		for _, d := range []string{pod, ctr} {
+			if err := t.mkdir(filepath.Join(HostCgroupRoot, ctl, t.name, d)); err != nil {
+				return 0, err
+			}
+		}
+	}
+	for _, d := range []string{pod, ctr} {
+		if err := t.WriteShares(d, KubeletShares); err != nil {
+			return 0, err
+		}
+	}
+	cmd := exec.Command(burner, "-threads", strconv.Itoa(threads))
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	t.procs = append(t.procs, cmd)
+	for _, ctl := range []string{"cpu", "cpuacct"} {
+		procs := filepath.Join(HostCgroupRoot, ctl, t.name, ctr, "cgroup.procs")
+		if err := os.WriteFile(procs, []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+			return 0, fmt.Errorf("moving %d into %s: %w", cmd.Process.Pid, procs, err)
+		}
+	}
+	return cmd.Process.Pid, nil
+}
+
+// Shares reads a cgroup's cpu.shares.
+func (t *Tree) Shares(cgroup string) (int, error) {
+	data, err := os.ReadFile(filepath.Join(HostCgroupRoot, "cpu", t.name, cgroup, "cpu.shares"))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(data)))
+}
+
+// WriteShares sets a cgroup's cpu.shares, as kubelet does.
+func (t *Tree) WriteShares(cgroup string, shares int) error {
+	return os.WriteFile(filepath.Join(HostCgroupRoot, "cpu", t.name, cgroup, "cpu.shares"), []byte(strconv.Itoa(shares)), 0o644)
+}
+
+// Usage reads a cgroup's cumulative CPU time.
+func (t *Tree) Usage(cgroup string) (time.Duration, error) {
+	data, err := os.ReadFile(filepath.Join(HostCgroupRoot, "cpuacct", t.name, cgroup, "cpuacct.usage"))
+	if err != nil {
+		return 0, err
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	return time.Duration(ns), err
+}
+
+// Close stops every burner it started (by PID) and removes every cgroup it
+// created, deepest first.
+func (t *Tree) Close() error {
+	for _, c := range t.procs {
+		_ = c.Process.Signal(syscall.SIGKILL)
+		_, _ = c.Process.Wait()
+	}
+	dirs := append([]string(nil), t.dirs...)
+	sort.Slice(dirs, func(i, j int) bool { return strings.Count(dirs[i], "/") > strings.Count(dirs[j], "/") })
+	var firstErr error
+	for _, d := range dirs {
+		for i := 0; i < 50; i++ { // a killed task leaves its cgroup a moment later
+			err := syscall.Rmdir(d)
+			if err == nil || os.IsNotExist(err) {
+				break
+			}
+			if i == 49 && firstErr == nil {
+				firstErr = fmt.Errorf("removing %s: %w", d, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return firstErr
+}

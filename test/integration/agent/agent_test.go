@@ -1,0 +1,304 @@
+// Package agent drives the node agent's real loop on real cgroups with real
+// CPU-burning processes, laid out as kubelet lays out pods, against a real
+// API server (envtest) running the real controller: tenants and pods in,
+// pod weights and a NodeShareReport out.
+package agent
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
+	"github.com/kubefair/kubefair/controllers"
+	"github.com/kubefair/kubefair/node-agent/agent"
+	"github.com/kubefair/kubefair/node-agent/cgroupfs"
+	"github.com/kubefair/kubefair/node-agent/fairness"
+	"github.com/kubefair/kubefair/test/harness/kubeapi"
+	"github.com/kubefair/kubefair/test/harness/podcgroups"
+)
+
+const node = "node-under-test"
+
+var (
+	api    *kubeapi.Server
+	burner string
+)
+
+func TestMain(m *testing.M) {
+	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	code, err := setup(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agent suite:", err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func setup(m *testing.M) (int, error) {
+	tmp, err := os.MkdirTemp("", "kubefair-agent-test")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(tmp)
+	burner = filepath.Join(tmp, "burner")
+	build := exec.Command("go", "build", "-o", burner, "./test/harness/cmd/burner")
+	build.Dir = kubeapi.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("building the burner: %v\n%s", err, out)
+	}
+	if api, err = kubeapi.Start(); err != nil {
+		return 0, err
+	}
+	defer api.Stop()
+	return m.Run(), nil
+}
+
+// world is one test's tenants, pods, cgroups, controller and agent.
+type world struct {
+	t       *testing.T
+	tree    *podcgroups.Tree
+	k8s     client.Client
+	pods    map[string][]string // tenant → pod cgroups
+	threads map[string]int      // tenant → spinning threads per pod
+	agent   *agent.Agent
+	stop    func()
+}
+
+func newWorld(t *testing.T) *world {
+	tree, err := podcgroups.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := tree.Close(); err != nil {
+			t.Errorf("cleaning up cgroups: %v", err)
+		}
+	})
+	w := &world{t: t, tree: tree, k8s: api.Client, pods: map[string][]string{}, threads: map[string]int{}}
+	w.startController()
+	return w
+}
+
+func (w *world) startController() {
+	mgr, err := ctrl.NewManager(api.Config, ctrl.Options{Scheme: scheme.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := controllers.Setup(ctx, mgr, controllers.Options{SkipMetrics: true}); err != nil {
+		w.t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = mgr.Start(ctx) }()
+	w.t.Cleanup(func() { cancel(); <-done })
+}
+
+// addTenant creates a namespace, a tenant of the given weight, and pods
+// burning threads each, in cgroups laid out as kubelet would.
+func (w *world) addTenant(name string, weight int32, pods, threads int) {
+	ctx := context.Background()
+	if err := w.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		w.t.Fatal(err)
+	}
+	if err := w.k8s.Create(ctx, &kubefairv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: kubefairv1.TenantSpec{Weight: ptr.To(weight), Namespaces: []string{name}}}); err != nil {
+		w.t.Fatal(err)
+	}
+	w.threads[name] = threads
+	w.addPods(name, pods)
+}
+
+func (w *world) addPods(tenant string, n int) {
+	ctx := context.Background()
+	for i := 0; i < n; i++ {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "burner-", Namespace: tenant},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "burner", Image: "kubefair/burner:test"}}},
+		}
+		if err := w.k8s.Create(ctx, pod); err != nil {
+			w.t.Fatal(err)
+		}
+		if _, err := w.tree.AddPod(string(pod.UID), burner, w.threads[tenant]); err != nil {
+			w.t.Fatal(err)
+		}
+		w.pods[tenant] = append(w.pods[tenant], podcgroups.PodCgroup(string(pod.UID)))
+	}
+}
+
+func (w *world) setWeight(tenant string, weight int32) {
+	var tn kubefairv1.Tenant
+	if err := w.k8s.Get(context.Background(), client.ObjectKey{Name: tenant}, &tn); err != nil {
+		w.t.Fatal(err)
+	}
+	tn.Spec.Weight = ptr.To(weight)
+	if err := w.k8s.Update(context.Background(), &tn); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// startAgent runs the real agent loop on the test's cgroup root.
+func (w *world) startAgent(period time.Duration) {
+	h, err := cgroupfs.Detect(w.tree.Root)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	backend, err := cgroupfs.NewBackend(h, w.t.TempDir())
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	cache, err := agent.NewCache(api.Config, scheme.Scheme, node)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { _ = cache.Start(ctx) }()
+	if !cache.WaitForCacheSync(ctx) {
+		w.t.Fatal("agent cache did not sync")
+	}
+	a, err := agent.New(agent.Config{NodeName: node, Period: period, ReportPeriod: 2 * time.Second, ProcRoot: "/proc", CPUs: 2},
+		agent.Options{Hierarchy: h, Cgroups: backend, Reader: cache, Writer: w.k8s, Log: logf.Log.WithName("agent")})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = a.Run(ctx) }()
+	w.agent = a
+	w.stop = func() { cancel(); <-done }
+	w.t.Cleanup(func() { w.stopAgent() })
+}
+
+func (w *world) stopAgent() {
+	if w.stop != nil {
+		w.stop()
+		w.stop = nil
+	}
+}
+
+// usage is each tenant's total CPU time now.
+func (w *world) usage() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for tenant, cgs := range w.pods {
+		for _, cg := range cgs {
+			u, err := w.tree.Usage(cg)
+			if err != nil {
+				w.t.Fatal(err)
+			}
+			out[tenant] += u
+		}
+	}
+	return out
+}
+
+// shares measures each tenant's share of the CPU the test's own processes
+// used over window, so load from outside the test cancels out.
+func (w *world) shares(window time.Duration) map[string]float64 {
+	before := w.usage()
+	time.Sleep(window)
+	after := w.usage()
+	var total time.Duration
+	for t := range after {
+		total += after[t] - before[t]
+	}
+	out := map[string]float64{}
+	for t := range after {
+		out[t] = float64(after[t]-before[t]) / float64(total)
+	}
+	return out
+}
+
+// entitled is what the fairness model gives each tenant on 2 CPUs, every
+// tenant greedy, worked out independently of the agent.
+func (w *world) entitled(weights map[string]int32) map[string]float64 {
+	names := w.tenantNames()
+	ps := make([]fairness.Principal, len(names))
+	for i, n := range names {
+		ps[i] = fairness.Principal{Weight: float64(weights[n]), Threads: len(w.pods[n]) * w.threads[n], Demand: 1}
+	}
+	e := fairness.EntitledShares(ps, 2)
+	out := map[string]float64{}
+	for i, n := range names {
+		out[n] = e[i]
+	}
+	return out
+}
+
+func (w *world) tenantNames() []string {
+	var names []string
+	for n := range w.pods {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func maxErrorPoints(entitled, achieved map[string]float64) float64 {
+	worst := 0.0
+	for n, e := range entitled {
+		worst = math.Max(worst, math.Abs(achieved[n]-e)*100)
+	}
+	return worst
+}
+
+// medianWindows measures n windows and returns the one with the median
+// largest error.
+func (w *world) medianWindows(n int, window time.Duration, entitled map[string]float64) (map[string]float64, float64) {
+	type sample struct {
+		shares map[string]float64
+		err    float64
+	}
+	var samples []sample
+	for i := 0; i < n; i++ {
+		s := w.shares(window)
+		samples = append(samples, sample{s, maxErrorPoints(entitled, s)})
+	}
+	sort.Slice(samples, func(i, j int) bool { return samples[i].err < samples[j].err })
+	m := samples[len(samples)/2]
+	return m.shares, m.err
+}
+
+// table prints stock and kubefair side by side from the same run.
+func (w *world) table(title string, entitled, stock, kubefair map[string]float64) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%s\n%-8s %5s %8s %8s %9s %8s %9s\n", title, "tenant", "pods", "entitled", "stock", "stock-err", "kubefair", "kf-err")
+	for _, n := range w.tenantNames() {
+		fmt.Fprintf(&b, "%-8s %5d %7.1f%% %7.1f%% %+8.1fpp %7.1f%% %+8.1fpp\n", n, len(w.pods[n]), 100*entitled[n],
+			100*stock[n], 100*(stock[n]-entitled[n]), 100*kubefair[n], 100*(kubefair[n]-entitled[n]))
+	}
+	fmt.Fprintf(&b, "largest error: stock %.1f points, kubefair %.1f points\n", maxErrorPoints(entitled, stock), maxErrorPoints(entitled, kubefair))
+	return b.String()
+}
+
+// waitWithin polls one-second windows until the shares are within 2 points
+// of entitled, and returns how long that took.
+func (w *world) waitWithin(entitled map[string]float64, limit time.Duration) (time.Duration, float64) {
+	start := time.Now()
+	var last float64
+	for time.Since(start) < limit {
+		last = maxErrorPoints(entitled, w.shares(time.Second))
+		if last <= 2 {
+			return time.Since(start), last
+		}
+	}
+	return time.Since(start), last
+}
