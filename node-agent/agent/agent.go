@@ -19,6 +19,8 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
@@ -61,6 +63,8 @@ type Agent struct {
 	windowFrom time.Time
 	lastReport time.Time
 	drift      int64
+
+	kick chan struct{}
 
 	// Last is the most recent period's outcome (tests and metrics read it).
 	Last Step
@@ -137,15 +141,17 @@ func New(cfg Config, o Options) (*Agent, error) {
 	return &Agent{
 		cfg: cfg, log: o.Log, hier: o.Hierarchy, cgroups: o.Cgroups, threads: o.Threads, source: o.Source,
 		reader: o.Reader, writer: o.Writer, metrics: o.Metrics, bootID: hex.EncodeToString(b),
-		pods: map[string]*podState{}, mult: map[string]float64{}, entitled: map[string]float64{}, cumulative: map[string]int64{}, window: map[string]*tenantWindow{},
+		kick: make(chan struct{}, 1), pods: map[string]*podState{}, mult: map[string]float64{}, entitled: map[string]float64{}, cumulative: map[string]int64{}, window: map[string]*tenantWindow{},
 	}, nil
 }
 
 // BootID identifies this run of the agent in its reports.
 func (a *Agent) BootID() string { return a.bootID }
 
-// Run steps every period until ctx ends. A failing period is logged and
-// the next one tries again: the last weights stay in the kernel meanwhile.
+// Run steps every period until ctx ends, and at once when a Tenant or a
+// Pod changes (Kick), so a new weight or pod does not wait for the next
+// tick. A failing period is logged and the next one tries again: the last
+// weights stay in the kernel meanwhile.
 func (a *Agent) Run(ctx context.Context) error {
 	t := time.NewTicker(a.cfg.Period)
 	defer t.Stop()
@@ -157,8 +163,37 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		case <-a.kick:
+			time.Sleep(20 * time.Millisecond) // let a burst of changes land
 		}
 	}
+}
+
+// Kick asks for a step now; kicks while one is pending coalesce.
+func (a *Agent) Kick() {
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+// KickOnChanges makes changes to Tenants and this node's Pods in the
+// cache trigger a step.
+func (a *Agent) KickOnChanges(ctx context.Context, c cache.Cache) error {
+	for _, obj := range []client.Object{&kubefairv1.Tenant{}, &corev1.Pod{}} {
+		inf, err := c.GetInformer(ctx, obj)
+		if err != nil {
+			return err
+		}
+		kick := func(any) { a.Kick() }
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc: kick, DeleteFunc: kick,
+			UpdateFunc: func(any, any) { a.Kick() },
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // podCgroups lists the pod cgroups on the node: from containerd when there
@@ -300,19 +335,26 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	}
 	entitled := fairness.EntitledShares(principals, a.cfg.CPUs)
 	mult := make([]float64, len(names))
+	moved := make([]bool, len(names))
 	for i, n := range names {
 		acc[n].step.Entitled = entitled[i]
 		mult[i] = a.mult[n]
-		// A multiplier is learnt for one configuration; when the tenant's
-		// entitlement moves (a weight change, tenants or pods coming and
-		// going) start again from the open-loop weight rather than from a
-		// correction that belonged to another configuration.
-		if prev := a.entitled[n]; prev > 0 && math.Abs(entitled[i]-prev) > 0.1*prev {
-			mult[i] = 1
-		}
+		prev := a.entitled[n]
+		moved[i] = prev > 0 && math.Abs(entitled[i]-prev) > 0.1*prev
 		a.entitled[n] = entitled[i]
 	}
-	mult = a.cfg.Correction.Update(mult, entitled, achieved, backlogged)
+	if dt >= a.cfg.Period/2 { // a kicked step's short window is too noisy to learn from
+		mult = a.cfg.Correction.Update(mult, entitled, achieved, backlogged)
+	}
+	for i := range moved {
+		// A multiplier is learnt for one configuration, and this period's
+		// measurement belongs to the old one: when a tenant's entitlement
+		// moves (a weight change, tenants or pods coming and going), start
+		// again from the open-loop weight.
+		if moved[i] {
+			mult[i] = 1
+		}
+	}
 
 	// Group weights: the entitled share times the correction; a tenant with
 	// no demand this period keeps its plain weight share, so that it gets

@@ -120,6 +120,9 @@ func run() error {
 	if !cache.WaitForCacheSync(ctx) {
 		return errors.New("the API cache did not sync")
 	}
+	if err := a.KickOnChanges(ctx, cache); err != nil {
+		return err
+	}
 	close(ready)
 	log.Info("enforcing", "node", *nodeName, "cgroup", fmt.Sprintf("v%d", hier.Mode), "cpus", *cpus, "boot", a.BootID())
 	return a.Run(ctx)

@@ -134,7 +134,7 @@ func (w *world) addPods(tenant string, n int) {
 	for i := 0; i < n; i++ {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{GenerateName: "burner-", Namespace: tenant},
-			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "burner", Image: "kubefair/burner:test"}}},
+			Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "burner", Image: "kubefair/burner:test"}}},
 		}
 		if err := w.k8s.Create(ctx, pod); err != nil {
 			w.t.Fatal(err)
@@ -179,6 +179,9 @@ func (w *world) startAgent(period time.Duration) {
 	a, err := agent.New(agent.Config{NodeName: node, Period: period, ReportPeriod: 2 * time.Second, ProcRoot: "/proc", CPUs: 2},
 		agent.Options{Hierarchy: h, Cgroups: backend, Reader: cache, Writer: w.k8s, Log: logf.Log.WithName("agent")})
 	if err != nil {
+		w.t.Fatal(err)
+	}
+	if err := a.KickOnChanges(ctx, cache); err != nil {
 		w.t.Fatal(err)
 	}
 	done := make(chan struct{})
@@ -294,8 +297,11 @@ func (w *world) table(title string, entitled, stock, kubefair map[string]float64
 func (w *world) waitWithin(entitled map[string]float64, limit time.Duration) (time.Duration, float64) {
 	start := time.Now()
 	var last float64
+	var seen []string
+	defer func() { w.t.Logf("1-s windows after the change, largest error in points: %v", seen) }()
 	for time.Since(start) < limit {
 		last = maxErrorPoints(entitled, w.shares(time.Second))
+		seen = append(seen, fmt.Sprintf("%.1f", last))
 		if last <= 2 {
 			return time.Since(start), last
 		}

@@ -62,6 +62,9 @@ func TestGreedyTenantsFollowWeights(t *testing.T) {
 	}
 	convWeight, convErr := w.waitWithin(entitledW, 15*time.Second)
 	kfW, kfWErr := w.medianWindows(repeats, window, entitledW)
+	for _, ts := range w.agent.Last.Tenants {
+		t.Logf("agent view of %s: entitled %.3f achieved %.3f multiplier %.2f threads %d backlogged %v", ts.Name, ts.Entitled, ts.Achieved, ts.Multiplier, ts.Threads, ts.Backlogged)
+	}
 	report += w.table("weights 1:2:4", entitledW, stockW, kfW)
 
 	// New pods: the one-pod tenant grows to nine pods.
@@ -74,6 +77,16 @@ func TestGreedyTenantsFollowWeights(t *testing.T) {
 	report += fmt.Sprintf("after 8 new pods in tenant one (1:2:4): largest error %.1f points %v\n", kfPErr, kfP)
 	fmt.Print(report)
 
+	// Convergence: the second one-second window after the change is within
+	// 2 points (the first one still straddles the change).
+	for name, c := range map[string]struct {
+		took time.Duration
+		err  float64
+	}{"a weight change": {convWeight, convErr}, "new pods": {convPods, convPodsErr}} {
+		if c.err > 2 || c.took > 2*time.Second+500*time.Millisecond {
+			t.Errorf("after %s: within 2 points only after %.1f s (%.1f points), want ≤ 2 s", name, c.took.Seconds(), c.err)
+		}
+	}
 	for name, e := range map[string]float64{"1:1:1": kfErr, "1:2:4": kfWErr, "1:2:4 after new pods": kfPErr} {
 		if e > 2 {
 			t.Errorf("%s: kubefair's largest error is %.1f points, want ≤ 2", name, e)
