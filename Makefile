@@ -39,13 +39,14 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types.
 	$(CONTROLLER_GEN) object paths="./api/..."
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate CRDs (config/crd/bases) and RBAC (config/rbac) from markers.
+manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from markers (config/) and the chart's copies of them.
 	$(CONTROLLER_GEN) crd:allowDangerousTypes=true paths="./api/..." output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=kubefair-controller paths="./controllers/..." output:rbac:artifacts:config=config/rbac
+	hack/sync-chart.sh
 
 .PHONY: verify
 verify: generate manifests lint ## Regenerate everything and fail if the tree changed.
-	@git status --porcelain -- api config | grep . && { echo "generated files are stale: run 'make generate manifests' and commit"; git diff --stat -- api config; exit 1; } || echo "verify: generated files are up to date"
+	@git status --porcelain -- api config charts | grep . && { echo "generated files are stale: run 'make generate manifests' and commit"; git diff --stat -- api config charts; exit 1; } || echo "verify: generated files are up to date"
 
 .PHONY: lint
 lint: ## gofmt and go vet.
@@ -76,6 +77,15 @@ $(CONTROLLER_GEN):
 
 ##@ Components
 # (each component's targets go here, one block each)
+
+.PHONY: helm
+helm: $(HELM) ## Install helm (built from the Go module proxy) into the tools cache.
+$(HELM):
+	mkdir -p $(TOOLS_BIN)
+	GOBIN=$(TOOLS_BIN) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	mv $(TOOLS_BIN)/helm $@
+export HELM
+TEST_PREREQS += helm
 
 ##@ Test and demo
 

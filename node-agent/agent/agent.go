@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -55,14 +56,18 @@ type Agent struct {
 	metrics  *Metrics
 	lastStep time.Time
 
-	pods       map[string]*podState // by pod cgroup
-	mult       map[string]float64   // tenant → closed-loop multiplier
-	entitled   map[string]float64   // tenant → entitled share last period
-	cumulative map[string]int64     // tenant → CPU ns since this boot
-	window     map[string]*tenantWindow
-	windowFrom time.Time
-	lastReport time.Time
-	drift      int64
+	pods     map[string]*podState // by pod cgroup
+	mult     map[string]float64   // tenant → closed-loop multiplier
+	entitled map[string]float64   // tenant → entitled share last period
+	// What the correction learns from, accumulated over ≥ one period.
+	corrTime       time.Duration
+	corrCPU        map[string]time.Duration
+	corrBacklogged map[string]bool
+	cumulative     map[string]int64 // tenant → CPU ns since this boot
+	window         map[string]*tenantWindow
+	windowFrom     time.Time
+	lastReport     time.Time
+	drift          int64
 
 	kick chan struct{}
 
@@ -141,7 +146,7 @@ func New(cfg Config, o Options) (*Agent, error) {
 	return &Agent{
 		cfg: cfg, log: o.Log, hier: o.Hierarchy, cgroups: o.Cgroups, threads: o.Threads, source: o.Source,
 		reader: o.Reader, writer: o.Writer, metrics: o.Metrics, bootID: hex.EncodeToString(b),
-		kick: make(chan struct{}, 1), pods: map[string]*podState{}, mult: map[string]float64{}, entitled: map[string]float64{}, cumulative: map[string]int64{}, window: map[string]*tenantWindow{},
+		kick: make(chan struct{}, 1), pods: map[string]*podState{}, mult: map[string]float64{}, entitled: map[string]float64{}, corrCPU: map[string]time.Duration{}, corrBacklogged: map[string]bool{}, cumulative: map[string]int64{}, window: map[string]*tenantWindow{},
 	}, nil
 }
 
@@ -169,6 +174,24 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 }
 
+// enforcementChanged is true when an update changes what the agent
+// enforces: a tenant's weight, namespaces, workloads or thread policy, or a
+// pod's labels or node. The controller rewrites tenants' measured shares
+// every report; those must not trigger steps.
+func enforcementChanged(old, new any) bool {
+	switch o := old.(type) {
+	case *kubefairv1.Tenant:
+		n, ok := new.(*kubefairv1.Tenant)
+		return !ok || o.Status.EffectiveWeight != n.Status.EffectiveWeight ||
+			!equality.Semantic.DeepEqual(o.Status.Namespaces, n.Status.Namespaces) ||
+			!equality.Semantic.DeepEqual(o.Spec.Workloads, n.Spec.Workloads) || o.Spec.ThreadPolicy != n.Spec.ThreadPolicy
+	case *corev1.Pod:
+		n, ok := new.(*corev1.Pod)
+		return !ok || !equality.Semantic.DeepEqual(o.Labels, n.Labels) || o.Spec.NodeName != n.Spec.NodeName
+	}
+	return true
+}
+
 // Kick asks for a step now; kicks while one is pending coalesce.
 func (a *Agent) Kick() {
 	select {
@@ -188,7 +211,11 @@ func (a *Agent) KickOnChanges(ctx context.Context, c cache.Cache) error {
 		kick := func(any) { a.Kick() }
 		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 			AddFunc: kick, DeleteFunc: kick,
-			UpdateFunc: func(any, any) { a.Kick() },
+			UpdateFunc: func(old, new any) {
+				if enforcementChanged(old, new) {
+					a.Kick()
+				}
+			},
 		}); err != nil {
 			return err
 		}
@@ -343,8 +370,22 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		moved[i] = prev > 0 && math.Abs(entitled[i]-prev) > 0.1*prev
 		a.entitled[n] = entitled[i]
 	}
-	if dt >= a.cfg.Period/2 { // a kicked step's short window is too noisy to learn from
-		mult = a.cfg.Correction.Update(mult, entitled, achieved, backlogged)
+	// The correction learns from windows of at least one period: a kicked
+	// step's short window only adds to the next full one.
+	a.corrTime += dt
+	for i, n := range names {
+		a.corrCPU[n] += acc[n].step.CPU
+		a.corrBacklogged[n] = a.corrBacklogged[n] || backlogged[i]
+	}
+	if a.corrTime >= a.cfg.Period {
+		corrAchieved := make([]float64, len(names))
+		corrBacklogged := make([]bool, len(names))
+		for i, n := range names {
+			corrAchieved[i] = a.corrCPU[n].Seconds() / (float64(a.cfg.CPUs) * a.corrTime.Seconds())
+			corrBacklogged[i] = a.corrBacklogged[n]
+		}
+		mult = a.cfg.Correction.Update(mult, entitled, corrAchieved, corrBacklogged)
+		a.corrTime, a.corrCPU, a.corrBacklogged = 0, map[string]time.Duration{}, map[string]bool{}
 	}
 	for i := range moved {
 		// A multiplier is learnt for one configuration, and this period's

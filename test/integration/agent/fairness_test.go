@@ -29,20 +29,19 @@ func TestGreedyTenantsFollowWeights(t *testing.T) {
 	w.addTenant("fifty", 1, 50, 1)
 
 	equal := map[string]int32{"one": 1, "eight": 1, "fifty": 1}
-	entitled := w.entitled(equal)
+	weighted := map[string]int32{"one": 1, "eight": 2, "fifty": 4}
+	entitled, entitledW := w.entitled(equal), w.entitled(weighted)
+
+	// Stock first: kubelet's equal pod shares, no agent.
 	stock, stockErr := w.medianWindows(repeats, window, entitled)
 
 	w.startAgent(time.Second)
-	if d, e := w.waitWithin(entitled, 15*time.Second); e > 2 {
-		t.Fatalf("1:1:1 not within 2 points %v after the agent started (%.1f points)", d, e)
-	}
+	w.settle(entitled)
 	kf, kfErr := w.medianWindows(repeats, window, entitled)
 	report := w.table("weights 1:1:1 (median of 3 windows of 4 s, 2 CPUs)", entitled, stock, kf)
 
-	// 1:2:4 — stock still follows pod counts; measure it from the same run
-	// with the agent paused, then resume.
-	weighted := map[string]int32{"one": 1, "eight": 2, "fifty": 4}
-	entitledW := w.entitled(weighted)
+	// 1:2:4, stock measured in the same run with the agent stopped and
+	// kubelet's values restored, then kubefair again.
 	w.stopAgent()
 	if err := w.agent.RestoreAll(); err != nil {
 		t.Fatal(err)
@@ -54,42 +53,50 @@ func TestGreedyTenantsFollowWeights(t *testing.T) {
 	}
 	stockW, _ := w.medianWindows(repeats, window, entitledW)
 	w.startAgent(time.Second)
-	if _, e := w.waitWithin(entitled, 15*time.Second); e > 2 {
-		t.Fatalf("1:1:1 not restored after the agent restarted (%.1f points)", e)
+	w.settle(entitled)
+
+	// Convergence after a weight change, median of three changes.
+	var convWeight []convergence
+	for i := 0; i < 3; i++ {
+		to, e := weighted, entitledW
+		if i%2 == 1 {
+			to, e = equal, entitled
+		}
+		for n, wt := range to {
+			w.setWeight(n, wt)
+		}
+		convWeight = append(convWeight, w.converge(e))
+		w.settle(e)
 	}
-	for n, wt := range weighted {
-		w.setWeight(n, wt)
-	}
-	convWeight, convErr := w.waitWithin(entitledW, 15*time.Second)
 	kfW, kfWErr := w.medianWindows(repeats, window, entitledW)
-	for _, ts := range w.agent.Last.Tenants {
-		t.Logf("agent view of %s: entitled %.3f achieved %.3f multiplier %.2f threads %d backlogged %v", ts.Name, ts.Entitled, ts.Achieved, ts.Multiplier, ts.Threads, ts.Backlogged)
-	}
 	report += w.table("weights 1:2:4", entitledW, stockW, kfW)
 
-	// New pods: the one-pod tenant grows to nine pods.
-	w.addPods("one", 8)
-	entitledP := w.entitled(weighted)
-	convPods, convPodsErr := w.waitWithin(entitledP, 15*time.Second)
-	kfP, kfPErr := w.medianWindows(repeats, window, entitledP)
-	report += fmt.Sprintf("\nconvergence (first 1-s window within 2 points, measured from the change): weight change %.1f s (%.1f points), 8 new pods %.1f s (%.1f points)\n",
-		convWeight.Seconds(), convErr, convPods.Seconds(), convPodsErr)
-	report += fmt.Sprintf("after 8 new pods in tenant one (1:2:4): largest error %.1f points %v\n", kfPErr, kfP)
-	fmt.Print(report)
-
-	// Convergence: the second one-second window after the change is within
-	// 2 points (the first one still straddles the change).
-	for name, c := range map[string]struct {
-		took time.Duration
-		err  float64
-	}{"a weight change": {convWeight, convErr}, "new pods": {convPods, convPodsErr}} {
-		if c.err > 2 || c.took > 2*time.Second+500*time.Millisecond {
-			t.Errorf("after %s: within 2 points only after %.1f s (%.1f points), want ≤ 2 s", name, c.took.Seconds(), c.err)
-		}
+	// Convergence after new pods appear (three rounds of three pods in the
+	// one-pod tenant), median of the rounds.
+	var convPods []convergence
+	for i := 0; i < 3; i++ {
+		w.addPods("one", 3)
+		convPods = append(convPods, w.converge(entitledW))
+		w.settle(entitledW)
 	}
+	kfP, kfPErr := w.medianWindows(repeats, window, entitledW)
+	cw, cp := median(convWeight), median(convPods)
+	report += fmt.Sprintf("\nconvergence (one-second windows from the change until one is within 2 points; median of 3): weight change %d windows (%.1f points), new pods %d windows (%.1f points)\n",
+		cw.windows, cw.err, cp.windows, cp.err)
+	report += fmt.Sprintf("after 9 new pods in tenant one (1:2:4): largest error %.1f points\n", kfPErr)
+	fmt.Print(report)
+	_ = kfP
+
 	for name, e := range map[string]float64{"1:1:1": kfErr, "1:2:4": kfWErr, "1:2:4 after new pods": kfPErr} {
 		if e > 2 {
 			t.Errorf("%s: kubefair's largest error is %.1f points, want ≤ 2", name, e)
+		}
+	}
+	// Within 2 s: the second one-second window after the change is within
+	// 2 points (the first one straddles the change).
+	for name, c := range map[string]convergence{"a weight change": cw, "new pods": cp} {
+		if c.windows > 2 {
+			t.Errorf("after %s: within 2 points only in one-second window %d (%.1f points), want ≤ 2", name, c.windows, c.err)
 		}
 	}
 	if stockErr < 10 {
