@@ -39,10 +39,10 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types.
 	$(CONTROLLER_GEN) object paths="./api/..."
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from markers (config/) and the chart's copies of them.
+manifests: $(CONTROLLER_GEN) $(HELM) ## Generate CRDs and RBAC from markers (config/) and the chart's copies of them.
 	$(CONTROLLER_GEN) crd:allowDangerousTypes=true paths="./api/..." output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=kubefair-controller paths="./controllers/..." output:rbac:artifacts:config=config/rbac
-	hack/sync-chart.sh
+	HELM=$(HELM) hack/sync-chart.sh
 
 .PHONY: verify
 verify: generate manifests lint ## Regenerate everything and fail if the tree changed.

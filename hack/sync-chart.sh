@@ -24,3 +24,16 @@ done
   # release's namespace.
   sed -e 's/^  namespace: kubefair-system$/  namespace: {{ .Release.Namespace }}/' config/rbac/role.yaml
 } > "$out/controller/role.yaml"
+
+# The kustomize base renders the same chart (no second hand-kept copy);
+# the CRDs come from config/crd/bases.
+if [ -n "${HELM:-}" ] && [ -x "$HELM" ]; then
+  {
+    echo "$header"
+    "$HELM" template kubefair charts/kubefair --namespace kubefair-system --set crds.enabled=false |
+      sed -e '/^# Source: /d' -e '/helm.sh\/chart:/d' -e 's/app.kubernetes.io\/managed-by: Helm/app.kubernetes.io\/managed-by: kustomize/'
+  } > config/default/kubefair.yaml
+else
+  echo "sync-chart: \$HELM not set; config/default/kubefair.yaml not regenerated" >&2
+  exit 1
+fi

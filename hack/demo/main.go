@@ -27,9 +27,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -100,7 +97,7 @@ func run(stockFor, kubefairFor time.Duration) error {
 	}
 	defer api.Stop()
 	kubeconfig := filepath.Join(tmp, "kubeconfig")
-	if err := writeKubeconfig(api.Config, kubeconfig); err != nil {
+	if err := api.WriteKubeconfig(kubeconfig); err != nil {
 		return err
 	}
 
@@ -285,13 +282,4 @@ func getTenants(ctx context.Context, k client.Client, kubeconfig string) error {
 			t.Status.AchievedShare, t.Status.CPUSeconds, t.Status.Cost, ready)
 	}
 	return w.Flush()
-}
-
-func writeKubeconfig(cfg *rest.Config, path string) error {
-	c := clientcmdapi.NewConfig()
-	c.Clusters["demo"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	c.AuthInfos["demo"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	c.Contexts["demo"] = &clientcmdapi.Context{Cluster: "demo", AuthInfo: "demo"}
-	c.CurrentContext = "demo"
-	return clientcmd.WriteToFile(*c, path)
 }

@@ -10,6 +10,8 @@ import (
 
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -47,9 +49,16 @@ func Assets() string {
 	return filepath.Join(cache, "k8s-v1.34.1", "bin")
 }
 
-// Start runs etcd and kube-apiserver. A missing binary is an error that
+// Start runs etcd and kube-apiserver with kubefair's CRDs installed.
+func Start() (*Server, error) { return start(true) }
+
+// StartBare runs etcd and kube-apiserver without kubefair's CRDs (for
+// installing them the way a user does, with helm).
+func StartBare() (*Server, error) { return start(false) }
+
+// start runs etcd and kube-apiserver. A missing binary is an error that
 // says how to build it, never a reason to skip.
-func Start() (*Server, error) {
+func start(withCRDs bool) (*Server, error) {
 	assets := Assets()
 	for _, bin := range []string{"etcd", "kube-apiserver"} {
 		if _, err := os.Stat(filepath.Join(assets, bin)); err != nil {
@@ -59,10 +68,10 @@ func Start() (*Server, error) {
 	if err := kubefairv1.AddToScheme(scheme.Scheme); err != nil {
 		return nil, err
 	}
-	env := &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
+	env := &envtest.Environment{BinaryAssetsDirectory: assets}
+	if withCRDs {
+		env.CRDDirectoryPaths = []string{filepath.Join(RepoRoot(), "config", "crd", "bases")}
+		env.ErrorIfCRDPathMissing = true
 	}
 	cfg, err := env.Start()
 	if err != nil {
@@ -74,6 +83,17 @@ func Start() (*Server, error) {
 		return nil, err
 	}
 	return &Server{Env: env, Config: cfg, Client: c}, nil
+}
+
+// WriteKubeconfig writes an admin kubeconfig for tools such as helm.
+func (s *Server) WriteKubeconfig(path string) error {
+	c := clientcmdapi.NewConfig()
+	cfg := s.Config
+	c.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	c.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	c.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
+	c.CurrentContext = "envtest"
+	return clientcmd.WriteToFile(*c, path)
 }
 
 // Stop ends the API server and etcd.

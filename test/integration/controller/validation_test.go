@@ -1,8 +1,18 @@
 package controller
 
 import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/kubefair/kubefair/test/harness/kubeapi"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -93,5 +103,32 @@ func TestDefaults(t *testing.T) {
 	}
 	if pt.Spec.Currency != "USD" {
 		t.Errorf("currency defaulted to %q, want USD", pt.Spec.Currency)
+	}
+}
+
+// TestSamplesAreValid: the samples in config/samples are accepted as they are.
+func TestSamplesAreValid(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(kubeapi.RepoRoot(), "config", "samples", "*.yaml"))
+	if len(files) == 0 {
+		t.Fatal("no samples in config/samples")
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			u := &unstructured.Unstructured{}
+			if err := dec.Decode(&u.Object); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				t.Fatalf("%s: %v", f, err)
+			}
+			if err := k8s.Create(ctx(), u, client.DryRunAll); err != nil {
+				t.Errorf("%s: %s %s refused: %v", filepath.Base(f), u.GetKind(), u.GetName(), err)
+			}
+		}
 	}
 }

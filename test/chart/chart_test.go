@@ -1,0 +1,375 @@
+// Package chart checks the Helm chart against a real API server (envtest):
+// lint, every values file in charts/kubefair/ci rendered and validated by
+// server-side dry-run, install, the agent's own-node-only write rule,
+// upgrade of the CRDs, and an uninstall that leaves nothing behind.
+package chart
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
+	"github.com/kubefair/kubefair/test/harness/kubeapi"
+)
+
+const namespace = "kubefair-system"
+
+var (
+	api        *kubeapi.Server
+	k8s        client.Client
+	helm       string
+	kubeconfig string
+	chartDir   = filepath.Join(kubeapi.RepoRoot(), "charts", "kubefair")
+)
+
+func TestMain(m *testing.M) {
+	code, err := setup(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chart suite:", err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func setup(m *testing.M) (int, error) {
+	helm = os.Getenv("HELM")
+	if helm == "" {
+		return 0, errors.New("$HELM is not set: run the suite with `make test` (it builds helm into the tools cache)")
+	}
+	if _, err := os.Stat(helm); err != nil {
+		return 0, fmt.Errorf("helm not found at %s: run `make helm`", helm)
+	}
+	if err := apiextensionsv1.AddToScheme(scheme.Scheme); err != nil {
+		return 0, err
+	}
+	var err error
+	if api, err = kubeapi.StartBare(); err != nil {
+		return 0, err
+	}
+	defer api.Stop()
+	k8s = api.Client
+	tmp, err := os.MkdirTemp("", "kubefair-chart")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(tmp)
+	kubeconfig = filepath.Join(tmp, "kubeconfig")
+	if err := api.WriteKubeconfig(kubeconfig); err != nil {
+		return 0, err
+	}
+	return m.Run(), nil
+}
+
+func runHelm(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(helm, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func decode(t *testing.T, manifest string) []*unstructured.Unstructured {
+	t.Helper()
+	var objs []*unstructured.Unstructured
+	dec := yaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return objs
+			}
+			t.Fatalf("decoding rendered manifest: %v", err)
+		}
+		if len(u.Object) > 0 {
+			objs = append(objs, u)
+		}
+	}
+}
+
+func TestLint(t *testing.T) {
+	out := runHelm(t, "lint", "--strict", chartDir)
+	if !strings.Contains(out, "0 chart(s) failed") {
+		t.Fatalf("helm lint: %s", out)
+	}
+}
+
+// TestEveryValuesFileRendersValidObjects: each ci/*.yaml renders objects
+// the Kubernetes 1.34 API server accepts (server-side dry-run validates
+// them against its schemas).
+func TestEveryValuesFileRendersValidObjects(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(chartDir, "ci", "*.yaml"))
+	if len(files) < 3 {
+		t.Fatalf("want a matrix of values files in ci/, found %v", files)
+	}
+	ensureNamespace(t)
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			objs := decode(t, runHelm(t, "template", "kubefair", chartDir, "-n", namespace, "-f", f))
+			if len(objs) == 0 {
+				t.Fatal("rendered nothing")
+			}
+			for _, o := range objs {
+				if err := k8s.Create(context.Background(), o, client.DryRunAll); err != nil {
+					t.Errorf("%s %s refused by the API server: %v", o.GetKind(), o.GetName(), err)
+				}
+			}
+		})
+	}
+}
+
+// TestAgentPrivilegesAreExplained: with default values every privilege of
+// the agent's pod is there on purpose, and values.yaml says why.
+func TestAgentPrivilegesAreExplained(t *testing.T) {
+	objs := decode(t, runHelm(t, "template", "kubefair", chartDir, "-n", namespace))
+	var ds *appsv1.DaemonSet
+	for _, o := range objs {
+		if o.GetKind() == "DaemonSet" {
+			ds = &appsv1.DaemonSet{}
+			if err := runtimeConvert(o, ds); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if ds == nil {
+		t.Fatal("no agent DaemonSet rendered")
+	}
+	spec := ds.Spec.Template.Spec
+	c := spec.Containers[0]
+	sc := c.SecurityContext
+	if sc == nil || sc.Privileged != nil && *sc.Privileged || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" || len(sc.Capabilities.Add) != 0 ||
+		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.SeccompProfile == nil {
+		t.Fatalf("agent security context is wider than it needs: %+v", sc)
+	}
+	if spec.HostNetwork || spec.HostIPC {
+		t.Error("the agent needs neither the host network nor host IPC by default")
+	}
+	values, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each privilege the pod takes has a comment in values.yaml or beside it in the template.
+	template, _ := os.ReadFile(filepath.Join(chartDir, "templates", "agent", "daemonset.yaml"))
+	for privilege, reason := range map[string]string{
+		"hostPID":        "host PIDs",
+		"cgroup mount":   "writes pod cpu.shares",
+		"state mount":    "original weights",
+		"runAsUser 0":    "root-owned",
+		"priorityClass":  "must not be evicted",
+		"seccompProfile": "RuntimeDefault works",
+	} {
+		if !bytes.Contains(values, []byte(reason)) && !bytes.Contains(template, []byte(reason)) {
+			t.Errorf("no written reason for the agent's %s (looked for %q)", privilege, reason)
+		}
+	}
+}
+
+func runtimeConvert(u *unstructured.Unstructured, into any) error {
+	return runtimeDefaultConverter.FromUnstructured(u.Object, into)
+}
+
+func ensureNamespace(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
+	if err := k8s.Create(context.Background(), ns); err != nil && !strings.Contains(err.Error(), "already exists") {
+		t.Fatal(err)
+	}
+}
+
+func eventually(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = cond(); err == nil {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("%s: %v", what, err)
+}
+
+// TestInstallUpgradeUninstall is the life of a release.
+func TestInstallUpgradeUninstall(t *testing.T) {
+	ctx := context.Background()
+	runHelm(t, "install", "kubefair", chartDir, "-n", namespace, "--create-namespace")
+
+	for _, crd := range []string{"tenants.kubefair.io", "pricingtiers.kubefair.io", "nodesharereports.kubefair.io"} {
+		eventually(t, "CRD "+crd+" established", func() error {
+			var c apiextensionsv1.CustomResourceDefinition
+			if err := k8s.Get(ctx, client.ObjectKey{Name: crd}, &c); err != nil {
+				return err
+			}
+			for _, cond := range c.Status.Conditions {
+				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+					return nil
+				}
+			}
+			return fmt.Errorf("not established: %v", c.Status.Conditions)
+		})
+	}
+	for _, o := range []client.Object{
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "kubefair-controller"}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "kubefair-agent"}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "kubefair-controller", Namespace: namespace}},
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "kubefair-controller", Namespace: namespace}},
+		&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "kubefair-agent", Namespace: namespace}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "kubefair-agent", Namespace: namespace}},
+	} {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+			t.Errorf("%T %s not installed: %v", o, o.GetName(), err)
+		}
+	}
+
+	t.Run("an agent writes only its own node's report", testOwnReportOnly)
+
+	// Upgrade with a chart whose Tenant CRD changed: helm updates the CRD.
+	upgraded := filepath.Join(t.TempDir(), "kubefair")
+	if out, err := exec.Command("cp", "-r", chartDir, upgraded).CombinedOutput(); err != nil {
+		t.Fatalf("copying the chart: %v %s", err, out)
+	}
+	crdFile := filepath.Join(upgraded, "templates", "crds", "kubefair.io_tenants.yaml")
+	data, _ := os.ReadFile(crdFile)
+	const marker = "Tenant is a group of namespaces that shares CPU by one weight (upgraded)."
+	changed := strings.Replace(string(data), "description: Tenant is a group of namespaces that shares CPU by one weight.\n", "description: "+marker+"\n", 1)
+	if changed == string(data) {
+		t.Fatal("the test could not find the Tenant description to change")
+	}
+	if err := os.WriteFile(crdFile, []byte(changed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runHelm(t, "upgrade", "kubefair", upgraded, "-n", namespace)
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := k8s.Get(ctx, client.ObjectKey{Name: "tenants.kubefair.io"}, &crd); err != nil {
+		t.Fatal(err)
+	}
+	if got := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Description; !strings.Contains(got, "(upgraded)") {
+		t.Fatalf("helm upgrade did not update the CRD: description %q", got)
+	}
+
+	// Uninstall: nothing namespaced is left; CRDs (and tenants) are kept.
+	runHelm(t, "uninstall", "kubefair", "-n", namespace, "--wait")
+	var leftovers []string
+	lists := map[string]client.ObjectList{
+		"deployments": &appsv1.DeploymentList{}, "daemonsets": &appsv1.DaemonSetList{}, "services": &corev1.ServiceList{},
+		"serviceaccounts": &corev1.ServiceAccountList{}, "roles": &rbacv1.RoleList{}, "rolebindings": &rbacv1.RoleBindingList{},
+		"configmaps": &corev1.ConfigMapList{}, "secrets": &corev1.SecretList{},
+	}
+	for kind, list := range lists {
+		if err := k8s.List(ctx, list, client.InNamespace(namespace)); err != nil {
+			t.Fatal(err)
+		}
+		items, _ := metaItems(list)
+		for _, name := range items {
+			if name == "default" || name == "kube-root-ca.crt" { // made by Kubernetes itself
+				continue
+			}
+			leftovers = append(leftovers, kind+"/"+name)
+		}
+	}
+	if len(leftovers) > 0 {
+		t.Errorf("helm uninstall left %v in %s", leftovers, namespace)
+	}
+	for _, name := range []string{"kubefair-controller", "kubefair-agent"} {
+		if err := k8s.Get(ctx, client.ObjectKey{Name: name}, &rbacv1.ClusterRole{}); err == nil {
+			t.Errorf("ClusterRole %s survived uninstall", name)
+		}
+	}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: "tenants.kubefair.io"}, &apiextensionsv1.CustomResourceDefinition{}); err != nil {
+		t.Errorf("the Tenant CRD was removed by uninstall (resource-policy keep): %v", err)
+	}
+}
+
+func testOwnReportOnly(t *testing.T) {
+	ctx := context.Background()
+	if err := kubefairv1.AddToScheme(scheme.Scheme); err != nil {
+		t.Fatal(err)
+	}
+	agentCfg := rest.CopyConfig(api.Config)
+	agentCfg.Impersonate = rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:" + namespace + ":kubefair-agent",
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+		Extra:    map[string][]string{"authentication.kubernetes.io/node-name": {"node-a"}},
+	}
+	agentClient, err := client.New(agentCfg, client.Options{Scheme: scheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := func(name string) *kubefairv1.NodeShareReport {
+		return &kubefairv1.NodeShareReport{ObjectMeta: metav1.ObjectMeta{Name: name}, Backend: kubefairv1.BackendCgroup, CPUs: 2,
+			BootID: "boot", Window: metav1.Duration{Duration: 10 * time.Second}, ObservedTime: metav1.Now()}
+	}
+	// The policy takes effect a moment after it is created.
+	eventually(t, "another node's report refused", func() error {
+		err := agentClient.Create(ctx, report("node-b"))
+		if err == nil {
+			_ = k8s.Delete(ctx, report("node-b"))
+			return errors.New("the agent of node-a created node-b's report")
+		}
+		if !strings.Contains(err.Error(), "only the NodeShareReport of its own node") {
+			return fmt.Errorf("refused for another reason: %v", err)
+		}
+		t.Logf("refused: %v", err)
+		return nil
+	})
+	own := report("node-a")
+	if err := agentClient.Create(ctx, own); err != nil {
+		t.Fatalf("the agent could not create its own node's report: %v", err)
+	}
+	own.CPUs = 4
+	if err := agentClient.Update(ctx, own); err != nil {
+		t.Fatalf("the agent could not update its own node's report: %v", err)
+	}
+	if err := agentClient.Delete(ctx, own); err == nil {
+		t.Error("the agent may delete reports, which RBAC does not grant")
+	}
+	// Without a node-name claim (a token not bound to a pod) nothing is written.
+	noNode := rest.CopyConfig(agentCfg)
+	noNode.Impersonate.Extra = nil
+	c, _ := client.New(noNode, client.Options{Scheme: scheme.Scheme})
+	if err := c.Create(ctx, report("node-c")); err == nil {
+		t.Error("a token without a node-name claim wrote a report")
+	}
+	_ = k8s.Delete(ctx, own)
+}
+
+// TestKustomizeBaseMatchesTheChart: config/default is rendered from the
+// chart, so it holds the same workloads and RBAC.
+func TestKustomizeBaseMatchesTheChart(t *testing.T) {
+	base, err := os.ReadFile(filepath.Join(kubeapi.RepoRoot(), "config", "default", "kubefair.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered := decode(t, runHelm(t, "template", "kubefair", chartDir, "-n", namespace, "--set", "crds.enabled=false"))
+	kept := decode(t, string(base))
+	if len(kept) != len(rendered) {
+		t.Fatalf("config/default/kubefair.yaml has %d objects, the chart renders %d: run `make manifests`", len(kept), len(rendered))
+	}
+	for i := range kept {
+		if kept[i].GetKind() != rendered[i].GetKind() || kept[i].GetName() != rendered[i].GetName() {
+			t.Errorf("object %d: %s/%s in config/default, %s/%s in the chart", i, kept[i].GetKind(), kept[i].GetName(), rendered[i].GetKind(), rendered[i].GetName())
+		}
+	}
+}
