@@ -161,7 +161,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	t := time.NewTicker(a.cfg.Period)
 	defer t.Stop()
 	for {
-		if _, err := a.Step(ctx, time.Now()); err != nil {
+		if _, err := a.Step(ctx, time.Now()); err != nil && ctx.Err() == nil {
 			a.log.Error(err, "period failed; keeping the last weights")
 		}
 		select {
