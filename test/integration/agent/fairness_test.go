@@ -14,7 +14,7 @@ import (
 
 const (
 	window  = 4 * time.Second // one measurement window
-	repeats = 3               // windows per figure; the median counts
+	repeats = 5               // windows per figure; the median counts
 )
 
 // TestGreedyTenantsFollowWeights: tenants with 1, 8 and 50 single-thread
@@ -38,7 +38,7 @@ func TestGreedyTenantsFollowWeights(t *testing.T) {
 	w.startAgent(time.Second)
 	w.settle(entitled)
 	kf, kfErr := w.medianWindows(repeats, window, entitled)
-	report := w.table("weights 1:1:1 (median of 3 windows of 4 s, 2 CPUs)", entitled, stock, kf)
+	report := w.table("weights 1:1:1 (median of 5 windows of 4 s, 2 CPUs)", entitled, stock, kf)
 
 	// 1:2:4, stock measured in the same run with the agent stopped and
 	// kubelet's values restored, then kubefair again.
