@@ -87,6 +87,11 @@ $(HELM):
 export HELM
 TEST_PREREQS += helm
 
+.PHONY: kernel
+kernel: ## Build the patched Linux 6.12 (kernel/series) and the same kernel unpatched, for the QEMU suites (cached).
+	kernel/build.sh
+TEST_PREREQS += kernel
+
 ##@ Test and demo
 
 .PHONY: test

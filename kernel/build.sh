@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Builds the kubefair kernel (Linux 6.12 + kernel/series) and the same kernel
+# unpatched, both from Debian's pinned linux-source-6.12 tarball, into a cache
+# outside the repository. A tree is rebuilt only when the series, the patches
+# or the config fragments changed. Prints nothing but progress on stderr.
+#
+#   kernel/build.sh            # both kernels
+#   KUBEFAIR_CACHE=... kernel/build.sh
+set -euo pipefail
+
+# Pins: Debian's package version and the tarball's checksum.
+DEB_VERSION=6.12.117-1~deb12u1
+TARBALL=/usr/src/linux-source-6.12.tar.xz
+SHA256=585a4a074597aefa2b1a68ada83a3184ba351c127544dea80618bbcceaa3961f
+
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${KUBEFAIR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubefair}/kernel
+jobs=${JOBS:-$(nproc)}
+log() { echo "kernel: $*" >&2; }
+
+have=$(dpkg-query -W -f='${Version}' linux-source-6.12 2>/dev/null || true)
+if [ "$have" != "$DEB_VERSION" ]; then
+  log "linux-source-6.12 is '$have', the pinned version is $DEB_VERSION (apt-get install linux-source-6.12=$DEB_VERSION, or update the pins in kernel/build.sh)"
+  exit 1
+fi
+echo "$SHA256  $TARBALL" | sha256sum -c --quiet - || { log "$TARBALL does not match the pinned checksum"; exit 1; }
+
+# One pristine git tree of the tarball; the two build trees are worktrees.
+base=$cache/linux-6.12-src
+if [ ! -d "$base/.git" ]; then
+  log "unpacking $TARBALL (once)"
+  rm -rf "$base" "$cache/unpack"
+  mkdir -p "$cache/unpack"
+  tar -xf "$TARBALL" -C "$cache/unpack"
+  mv "$cache/unpack/linux-source-6.12" "$base"
+  rmdir "$cache/unpack"
+  (cd "$base"
+   git init -q
+   # Debian's top-level .gitignore ignores everything; track the whole tree.
+   git add -f -A
+   git -c user.name=kubefair -c user.email=kubefair@localhost commit -qm "Linux 6.12 (Debian linux-source-6.12 $DEB_VERSION)"
+   git tag pristine)
+fi
+
+stamp_of() { # what a tree's build depends on
+  cat "$here/config/"*.config
+  if [ "$1" = patched ]; then cat "$here/series"; while read -r p; do [ -n "$p" ] && cat "$here/patches/$p"; done < "$here/series"; fi
+}
+
+build() { # build <name>
+  local name=$1 tree=$cache/$1 stamp
+  stamp=$(stamp_of "$name" | sha256sum | cut -d' ' -f1)
+  if [ -f "$tree/arch/x86/boot/bzImage" ] && [ "$(cat "$tree/.kubefair-stamp" 2>/dev/null)" = "$stamp" ]; then
+    log "$name kernel is up to date"
+    return
+  fi
+  log "preparing the $name tree"
+  if [ ! -d "$tree" ]; then
+    git -C "$base" worktree add -q --detach "$tree" pristine
+  fi
+  (cd "$tree"
+   git reset -q --hard pristine
+   git clean -qfdx -e .config
+   if [ "$name" = patched ]; then
+     while read -r p; do
+       [ -n "$p" ] || continue
+       # No fuzz: a patch that does not apply exactly is an error.
+       git -c user.name=kubefair -c user.email=kubefair@localhost am -q --no-3way "$here/patches/$p"
+     done < "$here/series"
+   fi
+   make -s tinyconfig >/dev/null
+   frags=("$here/config/kubefair.config")
+   [ "$name" = patched ] && frags+=("$here/config/patched.config")
+   scripts/kconfig/merge_config.sh -m -O . .config "${frags[@]}" >/dev/null
+   make -s olddefconfig
+   if [ "$name" = patched ] && ! grep -q '^CONFIG_SCHED_WEIGHT=y' .config; then
+     log "CONFIG_SCHED_WEIGHT did not survive olddefconfig"; exit 1
+   fi
+   log "building the $name bzImage (a few minutes when cold)"
+   make -s -j"$jobs" bzImage >/dev/null
+   echo "$stamp" > .kubefair-stamp)
+  log "$name: $tree/arch/x86/boot/bzImage"
+}
+
+build patched
+build stock

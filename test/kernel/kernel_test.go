@@ -1,0 +1,173 @@
+// Package kernel boots kubefair's patched Linux 6.12 and the same kernel
+// unpatched under QEMU (TCG; KVM is not needed) with a busybox initramfs,
+// runs the sched_setweight selftests inside, and reads their TAP output
+// from the serial console. `make kernel` builds both kernels.
+package kernel
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubefair/kubefair/test/harness/kubeapi"
+)
+
+func cacheDir() string {
+	if c := os.Getenv("KUBEFAIR_CACHE"); c != "" {
+		return c
+	}
+	base := os.Getenv("XDG_CACHE_HOME")
+	if base == "" {
+		home, _ := os.UserHomeDir()
+		base = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(base, "kubefair")
+}
+
+func bzImage(t *testing.T, flavour string) string {
+	p := filepath.Join(cacheDir(), "kernel", flavour, "arch", "x86", "boot", "bzImage")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("no %s kernel at %s: run `make kernel`", flavour, p)
+	}
+	return p
+}
+
+// initramfs packs busybox, an /init script and the static test programs.
+func initramfs(t *testing.T, initScript string, programs map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for _, d := range []string{"bin", "proc", "sys", "dev", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	busybox, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Fatal("busybox (Debian busybox-static) is missing: run hack/deps.sh")
+	}
+	copyFile(t, busybox, filepath.Join(root, "bin", "busybox"), 0o755)
+	for _, applet := range []string{"sh", "mount", "reboot", "echo", "cat"} {
+		if err := os.Symlink("busybox", filepath.Join(root, "bin", applet)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, src := range programs {
+		copyFile(t, src, filepath.Join(root, name), 0o755)
+	}
+	if err := os.WriteFile(filepath.Join(root, "init"), []byte(initScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "initramfs.cpio")
+	cmd := exec.Command("sh", "-c", "find . | cpio -o -H newc --quiet > "+out)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("packing the initramfs: %v %s", err, b)
+	}
+	return out
+}
+
+func copyFile(t *testing.T, from, to string, mode os.FileMode) {
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// compile builds a static C program from kernel/selftests.
+func compile(t *testing.T, source string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), strings.TrimSuffix(filepath.Base(source), ".c"))
+	cmd := exec.Command("gcc", "-static", "-O2", "-pthread", "-Wall", "-Werror", "-o", out,
+		filepath.Join(kubeapi.RepoRoot(), "kernel", "selftests", source))
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("compiling %s: %v\n%s", source, err, b)
+	}
+	return out
+}
+
+// boot runs the kernel with the initramfs and returns the serial console.
+func boot(t *testing.T, kernel, initrd string, timeout time.Duration) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "qemu-system-x86_64",
+		"-accel", "tcg,thread=multi", "-smp", "2", "-m", "256",
+		"-kernel", kernel, "-initrd", initrd,
+		"-append", "console=ttyS0 panic=-1 quiet",
+		"-nographic", "-no-reboot", "-nodefaults", "-serial", "stdio")
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("the guest did not finish within %s; console:\n%s", timeout, out)
+	}
+	if err != nil {
+		t.Fatalf("qemu: %v\n%s", err, out)
+	}
+	return strings.ReplaceAll(string(out), "\r", "")
+}
+
+var tapLine = regexp.MustCompile(`^(not ok|ok) (\d+) (.*)$`)
+
+// checkTAP fails the test for every "not ok" and unless the plan was seen.
+func checkTAP(t *testing.T, console string) (passed int) {
+	t.Helper()
+	plan := false
+	sc := bufio.NewScanner(strings.NewReader(console))
+	for sc.Scan() {
+		line := sc.Text()
+		if m := tapLine.FindStringSubmatch(line); m != nil {
+			if m[1] == "ok" {
+				passed++
+				t.Logf("guest: %s", line)
+			} else {
+				t.Errorf("guest: %s", line)
+			}
+		}
+		if strings.HasPrefix(line, "1..") {
+			plan = true
+		}
+	}
+	if !plan || passed == 0 {
+		t.Fatalf("the guest did not report a complete TAP run; console:\n%s", console)
+	}
+	return passed
+}
+
+const initTemplate = `#!/bin/sh
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+echo KUBEFAIR-GUEST-UP
+%s
+echo KUBEFAIR-GUEST-DONE
+reboot -f
+`
+
+// TestSyscallInPatchedKernel runs every selftest in the patched kernel.
+func TestSyscallInPatchedKernel(t *testing.T) {
+	test := compile(t, "sched_weight_test.c")
+	initrd := initramfs(t, fmt.Sprintf(initTemplate, "/sched_weight_test"), map[string]string{"sched_weight_test": test})
+	console := boot(t, bzImage(t, "patched"), initrd, 5*time.Minute)
+	if n := checkTAP(t, console); n < 20 {
+		t.Errorf("only %d selftests passed, want all of them (≥ 20)", n)
+	}
+}
+
+// TestStockKernelHasNoSyscall: the unpatched kernel built from the same
+// source has neither the probe file nor the calls (ENOSYS).
+func TestStockKernelHasNoSyscall(t *testing.T) {
+	test := compile(t, "sched_weight_test.c")
+	initrd := initramfs(t, fmt.Sprintf(initTemplate, "/sched_weight_test --stock"), map[string]string{"sched_weight_test": test})
+	console := boot(t, bzImage(t, "stock"), initrd, 3*time.Minute)
+	if n := checkTAP(t, console); n != 3 {
+		t.Errorf("%d stock checks passed, want 3", n)
+	}
+}
