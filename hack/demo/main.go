@@ -27,14 +27,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
-	"github.com/kubefair/kubefair/controllers"
 	"github.com/kubefair/kubefair/node-agent/agent"
 	"github.com/kubefair/kubefair/node-agent/cgroupfs"
 	"github.com/kubefair/kubefair/test/harness/kubeapi"
@@ -102,14 +99,11 @@ func run(stockFor, kubefairFor time.Duration) error {
 	}
 
 	say("starting the kubefair controller")
-	mgr, err := ctrl.NewManager(api.Config, ctrl.Options{Scheme: scheme.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	stopController, err := api.RunController()
 	if err != nil {
 		return err
 	}
-	if err := controllers.Setup(ctx, mgr, controllers.Options{}); err != nil {
-		return err
-	}
-	go func() { _ = mgr.Start(ctx) }()
+	defer stopController()
 
 	tree, err := podcgroups.New(tmp)
 	if err != nil {

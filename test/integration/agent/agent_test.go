@@ -21,15 +21,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
-	"github.com/kubefair/kubefair/controllers"
 	"github.com/kubefair/kubefair/node-agent/agent"
 	"github.com/kubefair/kubefair/node-agent/cgroupfs"
 	"github.com/kubefair/kubefair/node-agent/fairness"
@@ -100,18 +96,11 @@ func newWorld(t *testing.T) *world {
 }
 
 func (w *world) startController() {
-	mgr, err := ctrl.NewManager(api.Config, ctrl.Options{Scheme: scheme.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
+	stop, err := api.RunController()
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := controllers.Setup(ctx, mgr, controllers.Options{SkipMetrics: true}); err != nil {
-		w.t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = mgr.Start(ctx) }()
-	w.t.Cleanup(func() { cancel(); <-done })
+	w.t.Cleanup(stop)
 }
 
 // addTenant creates a namespace, a tenant of the given weight, and pods

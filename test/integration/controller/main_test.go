@@ -14,17 +14,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
-	"github.com/kubefair/kubefair/controllers"
 	"github.com/kubefair/kubefair/test/harness/kubeapi"
 )
 
@@ -51,33 +45,9 @@ func TestMain(m *testing.M) {
 // stop is called.
 func startManager(t *testing.T) (stop func()) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(api.Config, ctrl.Options{
-		Scheme:  scheme.Scheme,
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		// Each test starts its own manager, as a restarted controller would.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	stop, err := api.RunController()
 	if err != nil {
 		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := controllers.Setup(ctx, mgr, controllers.Options{SkipMetrics: true}); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
-	stopped := false
-	stop = func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			<-done
-		}
 	}
 	t.Cleanup(stop)
 	return stop
