@@ -81,7 +81,8 @@ type podState struct {
 	member      membership
 	usage       uint64 // cpuacct counter at the last period
 	threads     map[int]threadTimes
-	seen        bool // has a previous measurement
+	processes   []enforce.Process // with their active threads, last period
+	seen        bool              // has a previous measurement
 }
 
 // tenantWindow accumulates a tenant's figures between two reports.
@@ -333,7 +334,7 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 				delete(a.pods, cg) // the pod is gone: nothing to restore
 				continue
 			}
-			leaving = append(leaving, enforce.Pod{Cgroup: cg, UID: ps.uid})
+			leaving = append(leaving, enforce.Pod{Cgroup: cg, UID: ps.uid, Processes: ps.processes})
 			delete(a.pods, cg)
 		}
 	}
@@ -426,7 +427,8 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		for ps, w := range splitTenant(group[i]/groupSum, acc[n].pods) {
 			shares := uint64(math.Round(w * budget))
 			plan.Pods = append(plan.Pods, enforce.Pod{UID: ps.uid, Tenant: n, Cgroup: ps.cgroup,
-				Shares: min(max(shares, fairness.MinShares), fairness.MaxShares), ThreadPolicy: ps.member.policy})
+				Shares: min(max(shares, fairness.MinShares), fairness.MaxShares), ThreadPolicy: ps.member.policy,
+				Processes: append([]enforce.Process(nil), ps.processes...)})
 		}
 	}
 	sort.Slice(plan.Pods, func(i, j int) bool { return plan.Pods[i].Cgroup < plan.Pods[j].Cgroup })
@@ -480,11 +482,15 @@ func (a *Agent) measure(ps *podState, s *TenantStep) {
 	}
 	pids, _ := a.hier.Procs(ps.cgroup)
 	threads := map[int]threadTimes{}
+	owner := map[int]int{} // tid → pid
 	for _, pid := range pids {
 		for tid, tt := range readThreads(a.cfg.ProcRoot, pid) {
-			threads[tid] = tt
+			threads[tid], owner[tid] = tt, pid
 		}
 	}
+	// The pod's processes with the threads that ran or waited this period:
+	// a thread policy divides a process's weight among those only.
+	active := map[int][]int{}
 	if ps.seen {
 		if usage >= ps.usage {
 			d := time.Duration(usage - ps.usage)
@@ -503,7 +509,15 @@ func (a *Agent) measure(ps *podState, s *TenantStep) {
 			s.Wait += time.Duration(dWait)
 			if dRun+dWait > 0 {
 				s.Threads++
+				active[owner[tid]] = append(active[owner[tid]], tid)
 			}
+		}
+	}
+	ps.processes = ps.processes[:0]
+	for _, pid := range pids {
+		if tids := active[pid]; len(tids) > 0 {
+			sort.Ints(tids)
+			ps.processes = append(ps.processes, enforce.Process{PID: pid, Threads: tids})
 		}
 	}
 	ps.usage, ps.threads, ps.seen = usage, threads, true
@@ -592,10 +606,9 @@ func round4(v float64) float64 { return math.Round(v*1e4) / 1e4 }
 // RestoreAll puts kubelet's values back on every pod kubefair changed
 // (uninstall: the chart's preStop runs the agent with --restore-on-exit).
 func (a *Agent) RestoreAll() error {
-	pods := a.cgroups.Managed()
-	err := a.cgroups.Restore(pods)
-	if a.threads != nil {
-		err = errors.Join(err, a.threads.Restore(pods))
+	err := a.cgroups.Restore(a.cgroups.Managed())
+	if r, ok := a.threads.(interface{ RestoreAll() error }); ok {
+		err = errors.Join(err, r.RestoreAll())
 	}
 	return err
 }

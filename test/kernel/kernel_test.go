@@ -171,3 +171,38 @@ func TestStockKernelHasNoSyscall(t *testing.T) {
 		t.Errorf("%d stock checks passed, want 3", n)
 	}
 }
+
+// backendTest builds the thread backend's test binary, static, for the guest.
+func backendTest(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "threads.test")
+	cmd := exec.Command("go", "test", "-c", "-o", out, "./node-agent/enforce/threads")
+	cmd.Dir = kubeapi.RepoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the backend test: %v\n%s", err, b)
+	}
+	return out
+}
+
+// TestThreadBackendInGuests runs the agent's thread backend inside both
+// kernels: the syscall backend in the patched one, the nice fallback in the
+// stock one, each making a 1-thread and an 8-thread process share a CPU
+// process-fairly.
+func TestThreadBackendInGuests(t *testing.T) {
+	bin := backendTest(t)
+	for _, flavour := range []string{"patched", "stock"} {
+		t.Run(flavour, func(t *testing.T) {
+			script := fmt.Sprintf("KUBEFAIR_IN_GUEST=%s /threads.test -test.v -test.count=1 -test.run 'TestProbeOnThisKernel|TestPFS$'; echo KUBEFAIR-RC=$?", flavour)
+			console := boot(t, bzImage(t, flavour), initramfs(t, fmt.Sprintf(initTemplate, script), map[string]string{"threads.test": bin}), 5*time.Minute)
+			for _, line := range strings.Split(console, "\n") {
+				if strings.Contains(line, "threads_test.go") || strings.HasPrefix(line, "--- ") {
+					t.Logf("guest: %s", strings.TrimSpace(line))
+				}
+			}
+			if !strings.Contains(console, "KUBEFAIR-RC=0") || !strings.Contains(console, "--- PASS: TestPFS") {
+				t.Fatalf("the backend test failed in the %s guest; console:\n%s", flavour, console)
+			}
+		})
+	}
+}

@@ -27,6 +27,8 @@ import (
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
 	"github.com/kubefair/kubefair/node-agent/agent"
 	"github.com/kubefair/kubefair/node-agent/cgroupfs"
+	"github.com/kubefair/kubefair/node-agent/enforce"
+	"github.com/kubefair/kubefair/node-agent/enforce/threads"
 )
 
 func main() {
@@ -42,7 +44,7 @@ func run() error {
 	procRoot := flag.String("proc-root", "/proc", "where the host's /proc is (threads and their scheduler statistics)")
 	period := flag.Duration("period", time.Second, "how often to measure and enforce")
 	reportPeriod := flag.Duration("report-period", 10*time.Second, "how often to write this node's NodeShareReport")
-	backend := flag.String("backend", "auto", "enforcement backend: auto or cgroup (the thread-level syscall and nice backends come with the kernel work)")
+	backend := flag.String("backend", "auto", "enforcement: cgroup (pod weights only), syscall (plus thread weights through the patched kernel's sched_setweight), nice (plus per-thread nice levels, approximate), auto (syscall when the kernel publishes the ABI, else cgroup)")
 	metricsAddr := flag.String("metrics-bind-address", ":9090", "address of the Prometheus endpoint; 0 disables it")
 	probeAddr := flag.String("health-probe-bind-address", ":9091", "address of /healthz and /readyz")
 	restoreOnExit := flag.Bool("restore-on-exit", false, "put kubelet's weights back on every pod kubefair changed, then exit (the chart's preStop)")
@@ -54,11 +56,6 @@ func run() error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("agent")
 
-	switch *backend {
-	case "auto", "cgroup":
-	default:
-		return fmt.Errorf("--backend %q is not available in this build: use auto or cgroup", *backend)
-	}
 	hier, err := cgroupfs.Detect(*cgroupRoot)
 	if err != nil {
 		return err
@@ -67,8 +64,22 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	threadBackend, threadKind, err := chooseThreads(*backend, *procRoot, *cpus)
+	if err != nil {
+		return err
+	}
 	if *restoreOnExit {
 		pods := cgroups.Managed()
+		if threadKind != "" { // threads first: the pod list is forgotten once restored
+			var pids []int
+			for _, p := range pods {
+				procs, _ := hier.Procs(p.Cgroup)
+				pids = append(pids, procs...)
+			}
+			if err := threads.ResetProcesses(*procRoot, threadKind, pids); err != nil {
+				log.Error(err, "resetting thread weights")
+			}
+		}
 		if err := cgroups.Restore(pods); err != nil {
 			return err
 		}
@@ -97,7 +108,7 @@ func run() error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	a, err := agent.New(agent.Config{NodeName: *nodeName, Period: *period, ReportPeriod: *reportPeriod, ProcRoot: *procRoot, CPUs: *cpus},
-		agent.Options{Hierarchy: hier, Cgroups: cgroups, Reader: cache, Writer: writer, Metrics: agent.NewMetrics(reg), Log: log})
+		agent.Options{Hierarchy: hier, Cgroups: cgroups, Threads: threadBackend, Reader: cache, Writer: writer, Metrics: agent.NewMetrics(reg), Log: log})
 	if err != nil {
 		return err
 	}
@@ -124,7 +135,7 @@ func run() error {
 		return err
 	}
 	close(ready)
-	log.Info("enforcing", "node", *nodeName, "cgroup", fmt.Sprintf("v%d", hier.Mode), "cpus", *cpus, "boot", a.BootID())
+	log.Info("enforcing", "node", *nodeName, "cgroup", fmt.Sprintf("v%d", hier.Mode), "threads", string(threadKind), "cpus", *cpus, "boot", a.BootID())
 	return a.Run(ctx)
 }
 
@@ -137,4 +148,27 @@ func serve(ctx context.Context, addr, pattern string, h http.Handler) {
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.ListenAndServe() }()
 	go func() { <-ctx.Done(); _ = srv.Close() }()
+}
+
+// chooseThreads picks the thread-level backend for --backend; "" means pod
+// cgroup weights only.
+func chooseThreads(backend, procRoot string, cpus int) (enforce.Backend, threads.Kind, error) {
+	switch backend {
+	case "cgroup":
+		return nil, "", nil
+	case "auto":
+		if threads.ProbeABI(procRoot) != threads.ABIVersion {
+			return nil, "", nil
+		}
+		fallthrough
+	case "syscall":
+		b, err := threads.New(procRoot, cpus)
+		if err != nil {
+			return nil, "", fmt.Errorf("--backend syscall: %w; run the patched kernel or use --backend nice or cgroup", err)
+		}
+		return b, threads.Syscall, nil
+	case "nice":
+		return threads.NewNice(cpus), threads.Nice, nil
+	}
+	return nil, "", fmt.Errorf("--backend %q: want auto, cgroup, syscall or nice", backend)
 }

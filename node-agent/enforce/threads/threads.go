@@ -1,0 +1,298 @@
+// Package threads is the thread-level enforcement layer: inside each pod it
+// gives every thread the weight its tenant's thread policy asks for (PFS,
+// TFPS), through the patched kernel's sched_setweight() when the kernel
+// publishes that ABI (the `syscall` backend), or rounded to per-thread nice
+// levels when it does not (the `nice` backend, which reports the error its
+// rounding causes). It is the only code that calls these system calls.
+package threads
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kubefair/kubefair/node-agent/enforce"
+	"github.com/kubefair/kubefair/node-agent/fairness"
+)
+
+// The kernel ABI (kernel/README.md). The numbers mean sched_setweight and
+// sched_getweight only on a kernel whose probe file says ABIVersion: other
+// kernels use them for other calls (463 is setxattrat from 6.13 on).
+const (
+	ABIVersion        = 1
+	sysSchedSetweight = 463
+	sysSchedGetweight = 464
+	// MinWeight and MaxWeight bound sched_setweight's weight.
+	MinWeight = 2
+	MaxWeight = 1 << 20
+)
+
+// ProbeABI reads the ABI version the kernel publishes, 0 when it has none.
+func ProbeABI(procRoot string) int {
+	data, err := os.ReadFile(filepath.Join(procRoot, "sys", "kernel", "sched_weight_abi"))
+	if err != nil {
+		return 0
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+// Kind is the mechanism a Backend uses.
+type Kind string
+
+const (
+	Syscall Kind = "syscall"
+	Nice    Kind = "nice"
+)
+
+// Backend sets thread weights inside pods.
+type Backend struct {
+	kind Kind
+	cpus int
+
+	mu sync.Mutex
+	// written is what we last set per thread (weight or nice), for drift.
+	written map[int]int
+	// originalNice is a thread's nice level before the nice backend changed it.
+	originalNice map[int]int
+}
+
+// New returns the syscall backend when the kernel publishes the ABI, else
+// an error wrapping ErrNoABI (the caller decides whether to fall back to
+// NewNice).
+func New(procRoot string, cpus int) (*Backend, error) {
+	if v := ProbeABI(procRoot); v != ABIVersion {
+		return nil, fmt.Errorf("%w (probe %s/sys/kernel/sched_weight_abi reads %d, want %d)", ErrNoABI, procRoot, v, ABIVersion)
+	}
+	return &Backend{kind: Syscall, cpus: cpus, written: map[int]int{}, originalNice: map[int]int{}}, nil
+}
+
+// NewNice returns the nice fallback, which works on any kernel.
+func NewNice(cpus int) *Backend {
+	return &Backend{kind: Nice, cpus: cpus, written: map[int]int{}, originalNice: map[int]int{}}
+}
+
+// ErrNoABI: the kernel does not have kubefair's sched_setweight().
+var ErrNoABI = errors.New("the kernel does not publish the sched_setweight ABI")
+
+// Name is what the node's report shows.
+func (b *Backend) Name() string { return string(b.kind) }
+
+// threadWeights gives every thread of a pod its weight under the pod's
+// policy, in nice-0 = 1024 units, scaled so that a one-thread process has
+// weight 16384 and a 1000-thread process' threads stay above the minimum.
+func threadWeights(pod enforce.Pod, cpus int) map[int]float64 {
+	const processWeight = 16 * fairness.Nice0Weight
+	out := map[int]float64{}
+	for _, p := range pod.Processes {
+		n := len(p.Threads)
+		var w float64
+		switch pod.ThreadPolicy {
+		case fairness.PFS:
+			w = fairness.PFSThreadWeight(processWeight, n)
+		case fairness.TFPS:
+			w = fairness.TFPSThreadWeight(processWeight, n, cpus)
+		default: // None, and TWRS until the kernel does it per run queue
+			continue
+		}
+		for _, tid := range p.Threads {
+			out[tid] = w
+		}
+	}
+	return out
+}
+
+// Apply sets each thread's weight, writing only what differs.
+func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var res enforce.Result
+	var errs []error
+	for _, pod := range plan.Pods {
+		weights := threadWeights(pod, b.cpus)
+		var exact, rounded []float64
+		for _, p := range pod.Processes {
+			var e, r float64
+			for _, tid := range p.Threads {
+				w, ok := weights[tid]
+				if !ok {
+					continue
+				}
+				got, err := b.set(tid, w, &res)
+				if err != nil {
+					errs = append(errs, err)
+				}
+				e += w
+				r += got
+			}
+			if e > 0 {
+				exact, rounded = append(exact, e), append(rounded, r)
+			}
+		}
+		if b.kind == Nice {
+			res.ApproxErrorPoints = math.Max(res.ApproxErrorPoints, fairness.NiceShareErrorPoints(exact, rounded))
+		}
+	}
+	return res, errors.Join(errs...)
+}
+
+// set gives one thread the weight w and returns the weight it really got.
+func (b *Backend) set(tid int, w float64, res *enforce.Result) (float64, error) {
+	switch b.kind {
+	case Syscall:
+		want := int(math.Round(math.Min(MaxWeight, math.Max(MinWeight, w))))
+		have, err := getweight(tid)
+		if errors.Is(err, unix.ESRCH) {
+			res.Vanished++
+			return float64(want), nil
+		}
+		if err != nil {
+			return float64(want), fmt.Errorf("sched_getweight(%d): %w", tid, err)
+		}
+		if last, ok := b.written[tid]; ok && last != have {
+			res.Drift++
+		}
+		if have != want {
+			if err := setweight(tid, want); err != nil {
+				if errors.Is(err, unix.ESRCH) {
+					res.Vanished++
+					return float64(want), nil
+				}
+				return float64(want), fmt.Errorf("sched_setweight(%d, %d): %w", tid, want, err)
+			}
+			res.Writes++
+		}
+		b.written[tid] = want
+		return float64(want), nil
+	default:
+		nice, got := fairness.NearestNice(w / 16) // back to nice-0 = 1024 per one-thread process
+		prio, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
+		if errors.Is(err, unix.ESRCH) {
+			res.Vanished++
+			return got * 16, nil
+		}
+		if err != nil {
+			return got * 16, fmt.Errorf("getpriority(%d): %w", tid, err)
+		}
+		have := 20 - prio // the raw syscall returns 20 - nice
+		if _, ok := b.originalNice[tid]; !ok {
+			b.originalNice[tid] = have
+		}
+		if last, ok := b.written[tid]; ok && last != have {
+			res.Drift++
+		}
+		if have != nice {
+			if err := unix.Setpriority(unix.PRIO_PROCESS, tid, nice); err != nil {
+				if errors.Is(err, unix.ESRCH) {
+					res.Vanished++
+					return got * 16, nil
+				}
+				return got * 16, fmt.Errorf("setpriority(%d, %d): %w", tid, nice, err)
+			}
+			res.Writes++
+		}
+		b.written[tid] = nice
+		return got * 16, nil
+	}
+}
+
+// Restore gives every thread of the pods its default weight back: weight 0
+// (the nice level's) for the syscall backend, the original nice level for
+// the nice backend. Threads that are gone are forgotten.
+func (b *Backend) Restore(pods []enforce.Pod) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var errs []error
+	for _, pod := range pods {
+		for _, p := range pod.Processes {
+			for _, tid := range p.Threads {
+				if err := b.restore(tid); err != nil && !errors.Is(err, unix.ESRCH) {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// RestoreAll restores every thread this backend changed.
+func (b *Backend) RestoreAll() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var errs []error
+	for tid := range b.written {
+		if err := b.restore(tid); err != nil && !errors.Is(err, unix.ESRCH) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (b *Backend) restore(tid int) error {
+	if _, ok := b.written[tid]; !ok {
+		return nil
+	}
+	delete(b.written, tid)
+	if b.kind == Syscall {
+		return setweight(tid, 0)
+	}
+	orig := b.originalNice[tid]
+	delete(b.originalNice, tid)
+	return unix.Setpriority(unix.PRIO_PROCESS, tid, orig)
+}
+
+func setweight(tid, weight int) error {
+	_, _, e := unix.Syscall(sysSchedSetweight, uintptr(tid), 0, uintptr(weight))
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+func getweight(tid int) (int, error) {
+	r, _, e := unix.Syscall(sysSchedGetweight, uintptr(tid), 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}
+
+// ResetProcesses gives every thread of pids its default weight back without
+// knowing what was set: weight 0 through the syscall when the kernel has the
+// ABI, nice 0 otherwise. It is what a fresh process (the chart's preStop
+// hook, `kubefair-agent --restore-on-exit`) can do for threads an earlier
+// agent weighed; vanished threads are skipped.
+func ResetProcesses(procRoot string, kind Kind, pids []int) error {
+	var errs []error
+	for _, pid := range pids {
+		entries, err := os.ReadDir(filepath.Join(procRoot, strconv.Itoa(pid), "task"))
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			tid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			if kind == Syscall {
+				err = setweight(tid, 0)
+			} else {
+				err = unix.Setpriority(unix.PRIO_PROCESS, tid, 0)
+			}
+			if err != nil && !errors.Is(err, unix.ESRCH) {
+				errs = append(errs, fmt.Errorf("resetting thread %d: %w", tid, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
