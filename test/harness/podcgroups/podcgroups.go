@@ -156,3 +156,39 @@ func (t *Tree) Close() error {
 	}
 	return firstErr
 }
+
+// RemovePod kills the pod's burners and removes its cgroups, as kubelet does
+// when a pod goes away.
+func (t *Tree) RemovePod(cgroup string) error {
+	for _, ctl := range []string{"cpu", "cpuacct"} {
+		procs, _ := os.ReadFile(filepath.Join(HostCgroupRoot, ctl, t.name, cgroup, "ctr-"+strings.TrimPrefix(filepath.Base(cgroup), "pod")[:8], "cgroup.procs"))
+		for _, f := range strings.Fields(string(procs)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				for _, c := range t.procs {
+					if c.Process.Pid == pid {
+						_ = c.Process.Signal(syscall.SIGKILL)
+						_, _ = c.Process.Wait()
+					}
+				}
+			}
+		}
+	}
+	for _, ctl := range []string{"cpu", "cpuacct"} {
+		base := filepath.Join(HostCgroupRoot, ctl, t.name, cgroup)
+		ctr := filepath.Join(base, "ctr-"+strings.TrimPrefix(filepath.Base(cgroup), "pod")[:8])
+		for _, d := range []string{ctr, base} {
+			var err error
+			for i := 0; i < 50; i++ {
+				if err = syscall.Rmdir(d); err == nil || os.IsNotExist(err) {
+					err = nil
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if err != nil {
+				return fmt.Errorf("removing %s: %w", d, err)
+			}
+		}
+	}
+	return nil
+}

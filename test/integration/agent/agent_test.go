@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -71,13 +72,14 @@ func setup(m *testing.M) (int, error) {
 
 // world is one test's tenants, pods, cgroups, controller and agent.
 type world struct {
-	t       *testing.T
-	tree    *podcgroups.Tree
-	k8s     client.Client
-	pods    map[string][]string // tenant → pod cgroups
-	threads map[string]int      // tenant → spinning threads per pod
-	agent   *agent.Agent
-	stop    func()
+	t        *testing.T
+	tree     *podcgroups.Tree
+	k8s      client.Client
+	pods     map[string][]string // tenant → pod cgroups
+	threads  map[string]int      // tenant → spinning threads per pod
+	agent    *agent.Agent
+	stop     func()
+	stateDir string // the agent's --state-dir, kept across agent restarts
 }
 
 func newWorld(t *testing.T) *world {
@@ -90,7 +92,7 @@ func newWorld(t *testing.T) *world {
 			t.Errorf("cleaning up cgroups: %v", err)
 		}
 	})
-	w := &world{t: t, tree: tree, k8s: api.Client, pods: map[string][]string{}, threads: map[string]int{}}
+	w := &world{t: t, tree: tree, k8s: api.Client, pods: map[string][]string{}, threads: map[string]int{}, stateDir: t.TempDir()}
 	w.startController()
 	return w
 }
@@ -148,29 +150,8 @@ func (w *world) setWeight(tenant string, weight int32) {
 
 // startAgent runs the real agent loop on the test's cgroup root.
 func (w *world) startAgent(period time.Duration) {
-	h, err := cgroupfs.Detect(w.tree.Root)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	backend, err := cgroupfs.NewBackend(h, w.t.TempDir())
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	cache, err := agent.NewCache(api.Config, scheme.Scheme, node)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { _ = cache.Start(ctx) }()
-	if !cache.WaitForCacheSync(ctx) {
-		w.t.Fatal("agent cache did not sync")
-	}
-	a, err := agent.New(agent.Config{NodeName: node, Period: period, ReportPeriod: 2 * time.Second, ProcRoot: "/proc", CPUs: 2},
-		agent.Options{Hierarchy: h, Cgroups: backend, Reader: cache, Writer: w.k8s, Log: logf.Log.WithName("agent")})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	if err := a.KickOnChanges(ctx, cache); err != nil {
+	a, c, ctx, cancel := w.newAgent(period)
+	if err := a.KickOnChanges(ctx, c); err != nil {
 		w.t.Fatal(err)
 	}
 	done := make(chan struct{})
@@ -178,6 +159,36 @@ func (w *world) startAgent(period time.Duration) {
 	w.agent = a
 	w.stop = func() { cancel(); <-done }
 	w.t.Cleanup(func() { w.stopAgent() })
+}
+
+// newAgent builds the real agent on the test's cgroup root, with its own
+// informer cache, and the world's state directory (so a new agent is a
+// restarted one). The caller runs it or steps it.
+func (w *world) newAgent(period time.Duration) (*agent.Agent, cache.Cache, context.Context, context.CancelFunc) {
+	h, err := cgroupfs.Detect(w.tree.Root)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	backend, err := cgroupfs.NewBackend(h, w.stateDir)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	c, err := agent.NewCache(api.Config, scheme.Scheme, node)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w.t.Cleanup(cancel)
+	go func() { _ = c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		w.t.Fatal("agent cache did not sync")
+	}
+	a, err := agent.New(agent.Config{NodeName: node, Period: period, ReportPeriod: 2 * time.Second, ProcRoot: "/proc", CPUs: 2},
+		agent.Options{Hierarchy: h, Cgroups: backend, Reader: c, Writer: w.k8s, Log: logf.Log.WithName("agent")})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return a, c, ctx, cancel
 }
 
 func (w *world) stopAgent() {
