@@ -145,6 +145,7 @@ func checkTAP(t *testing.T, console string) (passed int) {
 const initTemplate = `#!/bin/sh
 mount -t proc proc /proc
 mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
 echo KUBEFAIR-GUEST-UP
 %s
 echo KUBEFAIR-GUEST-DONE

@@ -25,9 +25,14 @@ var inGuest = os.Getenv("KUBEFAIR_IN_GUEST")
 func TestMain(m *testing.M) {
 	// Re-executed as a spinner: N threads burning CPU until killed.
 	if n, err := strconv.Atoi(os.Getenv("KUBEFAIR_SPIN")); err == nil {
+		// Every spinner needs a P of its own to stay runnable in the kernel's eyes.
+		runtime.GOMAXPROCS(n + 1)
+		var cpu0 unix.CPUSet
+		cpu0.Set(0)
 		for i := 0; i < n; i++ {
 			go func() {
 				runtime.LockOSThread()
+				_ = unix.SchedSetaffinity(0, &cpu0) // this thread only
 				for {
 				}
 			}()
@@ -94,11 +99,11 @@ func spinner(t *testing.T, n int) (*exec.Cmd, []int) {
 		for tid := range before {
 			_ = unix.SchedSetaffinity(tid, &cpu0)
 		}
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond)
 		after := taskTimes(cmd.Process.Pid)
 		var active []int
 		for tid, run := range after {
-			if run-before[tid] > uint64(20*time.Millisecond) {
+			if run-before[tid] > uint64(10*time.Millisecond) {
 				active = append(active, tid)
 			}
 		}
