@@ -89,24 +89,35 @@ var ErrNoABI = errors.New("the kernel does not publish the sched_setweight ABI")
 func (b *Backend) Name() string { return string(b.kind) }
 
 // threadWeights gives every thread of a pod its weight under the pod's
-// policy, in nice-0 = 1024 units, scaled so that a one-thread process has
-// weight 16384 and a 1000-thread process' threads stay above the minimum.
+// policy, in nice-0 = 1024 units, for a process weight of 1024: PFS splits
+// it into integers that add up to exactly 1024 (rounding each thread alone
+// would skew a 200-thread process by several points), TFPS scales it by
+// CPUs / threads. Heavier process weights are not used on purpose: with one
+// thread hundreds of times heavier than others EEVDF's shares drift from
+// the weights (kernel/README.md).
 func threadWeights(pod enforce.Pod, cpus int) map[int]float64 {
-	const processWeight = 16 * fairness.Nice0Weight
+	const processWeight = fairness.Nice0Weight
 	out := map[int]float64{}
 	for _, p := range pod.Processes {
 		n := len(p.Threads)
-		var w float64
-		switch pod.ThreadPolicy {
-		case fairness.PFS:
-			w = fairness.PFSThreadWeight(processWeight, n)
-		case fairness.TFPS:
-			w = fairness.TFPSThreadWeight(processWeight, n, cpus)
-		default: // None, and TWRS until the kernel does it per run queue
+		if n == 0 {
 			continue
 		}
-		for _, tid := range p.Threads {
-			out[tid] = w
+		switch pod.ThreadPolicy {
+		case fairness.PFS:
+			base, extra := processWeight/n, processWeight%n
+			for i, tid := range p.Threads {
+				w := base
+				if i < extra {
+					w++
+				}
+				out[tid] = float64(max(w, MinWeight))
+			}
+		case fairness.TFPS:
+			for _, tid := range p.Threads {
+				out[tid] = math.Max(MinWeight, math.Round(fairness.TFPSThreadWeight(processWeight, n, cpus)))
+			}
+		default: // None, and TWRS until the kernel does it per run queue
 		}
 	}
 	return out
@@ -175,14 +186,14 @@ func (b *Backend) set(tid int, w float64, res *enforce.Result) (float64, error) 
 		b.written[tid] = want
 		return float64(want), nil
 	default:
-		nice, got := fairness.NearestNice(w / 16) // back to nice-0 = 1024 per one-thread process
+		nice, got := fairness.NearestNice(w)
 		prio, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
 		if errors.Is(err, unix.ESRCH) {
 			res.Vanished++
-			return got * 16, nil
+			return got, nil
 		}
 		if err != nil {
-			return got * 16, fmt.Errorf("getpriority(%d): %w", tid, err)
+			return got, fmt.Errorf("getpriority(%d): %w", tid, err)
 		}
 		have := 20 - prio // the raw syscall returns 20 - nice
 		if _, ok := b.originalNice[tid]; !ok {
@@ -195,14 +206,14 @@ func (b *Backend) set(tid int, w float64, res *enforce.Result) (float64, error) 
 			if err := unix.Setpriority(unix.PRIO_PROCESS, tid, nice); err != nil {
 				if errors.Is(err, unix.ESRCH) {
 					res.Vanished++
-					return got * 16, nil
+					return got, nil
 				}
-				return got * 16, fmt.Errorf("setpriority(%d, %d): %w", tid, nice, err)
+				return got, fmt.Errorf("setpriority(%d, %d): %w", tid, nice, err)
 			}
 			res.Writes++
 		}
 		b.written[tid] = nice
-		return got * 16, nil
+		return got, nil
 	}
 }
 

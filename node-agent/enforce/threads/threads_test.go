@@ -46,12 +46,24 @@ func TestThreadWeightsFollowThePolicy(t *testing.T) {
 	pod := enforce.Pod{Processes: []enforce.Process{{PID: 1, Threads: []int{1}}, {PID: 2, Threads: []int{2, 3, 4, 5}}}}
 	pod.ThreadPolicy = fairness.PFS
 	w := threadWeights(pod, 2)
-	if w[1] != 16384 || w[2] != 4096 || w[5] != 4096 {
+	if w[1] != 1024 || w[2] != 256 || w[5] != 256 {
 		t.Fatalf("PFS weights %v", w)
+	}
+	// 200 threads: integers adding up to exactly 1024 (24 × 6 + 176 × 5).
+	many := enforce.Pod{ThreadPolicy: fairness.PFS, Processes: []enforce.Process{{PID: 9}}}
+	for tid := 100; tid < 300; tid++ {
+		many.Processes[0].Threads = append(many.Processes[0].Threads, tid)
+	}
+	var sum float64
+	for _, v := range threadWeights(many, 2) {
+		sum += v
+	}
+	if sum != 1024 {
+		t.Fatalf("200 PFS thread weights add up to %v, want 1024", sum)
 	}
 	pod.ThreadPolicy = fairness.TFPS
 	w = threadWeights(pod, 2)
-	if w[1] != 16384 || w[2] != 8192 {
+	if w[1] != 1024 || w[2] != 512 {
 		t.Fatalf("TFPS weights %v", w)
 	}
 	pod.ThreadPolicy = fairness.None
