@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"syscall"
 	"time"
@@ -27,6 +28,7 @@ import (
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
 	"github.com/kubefair/kubefair/node-agent/agent"
 	"github.com/kubefair/kubefair/node-agent/cgroupfs"
+	"github.com/kubefair/kubefair/node-agent/discovery"
 	"github.com/kubefair/kubefair/node-agent/enforce"
 	"github.com/kubefair/kubefair/node-agent/enforce/threads"
 )
@@ -50,6 +52,8 @@ func run() error {
 	restoreOnExit := flag.Bool("restore-on-exit", false, "put kubelet's weights back on every pod kubefair changed, then exit (the chart's preStop)")
 	stateDir := flag.String("state-dir", "/var/lib/kubefair", "where the agent remembers kubelet's original weights across restarts")
 	cpus := flag.Int("cpus", runtime.NumCPU(), "CPUs the pods share on this node")
+	containerdAddress := flag.String("containerd-address", "/run/containerd/containerd.sock", "containerd's socket, to discover containers; when it is unreachable the agent walks the cgroup tree")
+	containerdNamespace := flag.String("containerd-namespace", "k8s.io", "containerd namespace of kubelet's containers")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -107,8 +111,18 @@ func run() error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	var source discovery.Source
+	if *containerdAddress != "" {
+		cpuMount := filepath.Join(*cgroupRoot, "cpu")
+		if hier.Mode == cgroupfs.V2 {
+			cpuMount = *cgroupRoot
+		}
+		if source, err = discovery.NewContainerd(*containerdAddress, *containerdNamespace, cpuMount); err != nil {
+			return err
+		}
+	}
 	a, err := agent.New(agent.Config{NodeName: *nodeName, Period: *period, ReportPeriod: *reportPeriod, ProcRoot: *procRoot, CPUs: *cpus},
-		agent.Options{Hierarchy: hier, Cgroups: cgroups, Threads: threadBackend, Reader: cache, Writer: writer, Metrics: agent.NewMetrics(reg), Log: log})
+		agent.Options{Hierarchy: hier, Cgroups: cgroups, Threads: threadBackend, Source: source, Reader: cache, Writer: writer, Metrics: agent.NewMetrics(reg), Log: log})
 	if err != nil {
 		return err
 	}

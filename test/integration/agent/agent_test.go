@@ -29,6 +29,7 @@ import (
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
 	"github.com/kubefair/kubefair/node-agent/agent"
 	"github.com/kubefair/kubefair/node-agent/cgroupfs"
+	"github.com/kubefair/kubefair/node-agent/discovery"
 	"github.com/kubefair/kubefair/node-agent/fairness"
 	"github.com/kubefair/kubefair/test/harness/kubeapi"
 	"github.com/kubefair/kubefair/test/harness/podcgroups"
@@ -80,6 +81,7 @@ type world struct {
 	agent    *agent.Agent
 	stop     func()
 	stateDir string // the agent's --state-dir, kept across agent restarts
+	source   discovery.Source
 }
 
 func newWorld(t *testing.T) *world {
@@ -184,7 +186,7 @@ func (w *world) newAgent(period time.Duration) (*agent.Agent, cache.Cache, conte
 		w.t.Fatal("agent cache did not sync")
 	}
 	a, err := agent.New(agent.Config{NodeName: node, Period: period, ReportPeriod: 2 * time.Second, ProcRoot: "/proc", CPUs: 2},
-		agent.Options{Hierarchy: h, Cgroups: backend, Reader: c, Writer: w.k8s, Log: logf.Log.WithName("agent")})
+		agent.Options{Hierarchy: h, Cgroups: backend, Source: w.source, Reader: c, Writer: w.k8s, Log: logf.Log.WithName("agent")})
 	if err != nil {
 		w.t.Fatal(err)
 	}
