@@ -141,3 +141,29 @@ func SFSExample1(readjust bool) [3]float64 {
 	}
 	return out
 }
+
+// SFSExample2 is SFS's short-jobs experiment (003 §1.2 example 2, §4.3): on
+// 2 CPUs, T1 (weight 20), twenty threads of weight 1, and a sequence of
+// short threads of weight 5, each running 300 ms, one after another. The
+// weights ask for 20:20:5 = 4:4:1, which picking by least surplus (SFS)
+// keeps. The paper measured start-time fair queuing giving the groups about
+// the same; this model of SFQ (newcomers start at the least start tag) does
+// not reproduce that. It returns the groups' shares of the CPU in 30 s.
+func SFSExample2(surplus bool) [3]float64 {
+	s := &Sim{CPUs: 2, Global: true, Readjust: true, Surplus: surplus}
+	s.Threads = append(s.Threads, &Thread{Process: 0, Weight: 20, Work: math.Inf(1)})
+	for i := 0; i < 20; i++ {
+		s.Threads = append(s.Threads, &Thread{Process: 1, Weight: 1, Work: math.Inf(1)})
+	}
+	const end = 30.0
+	for s.Now < end-Tick/2 {
+		short := s.Threads[len(s.Threads)-1]
+		if short.Process != 2 || short.Finish != 0 {
+			s.Threads = append(s.Threads, &Thread{Process: 2, Weight: 5, Work: 0.3, Arrive: s.Now})
+		}
+		s.Step(Tick)
+	}
+	var out [3]float64
+	copy(out[:], s.ProcessShares(3))
+	return out
+}

@@ -46,8 +46,12 @@ type Sim struct {
 	// Readjust applies SFS's weight readjustment each tick (global mode):
 	// no thread may ask for more than one CPU.
 	Readjust bool
-	Policy   Policy
-	Now      float64
+	// Surplus picks, in global mode, the threads with the least surplus
+	// φ·(S − v) instead of the least start tag S (SFS, 003 §2.3); v is the
+	// least start tag of the runnable threads.
+	Surplus bool
+	Policy  Policy
+	Now     float64
 }
 
 // Step advances the simulation by dt.
@@ -73,7 +77,9 @@ func (s *Sim) Step(dt float64) {
 		}
 	}
 	var chosen []*Thread
-	if s.Global {
+	if s.Global && s.Surplus {
+		chosen = pickSurplus(run, runW, s.CPUs)
+	} else if s.Global {
 		chosen = pick(run, s.CPUs)
 	} else {
 		for cpu := 0; cpu < s.CPUs; cpu++ {
@@ -149,6 +155,28 @@ func pick(q []*Thread, n int) []*Thread {
 		sorted = sorted[:n]
 	}
 	return sorted
+}
+
+// pickSurplus returns up to n threads with the least surplus w·(S − v).
+func pickSurplus(q []*Thread, w []float64, n int) []*Thread {
+	v := math.Inf(1)
+	for _, t := range q {
+		v = math.Min(v, t.vruntime)
+	}
+	type cand struct {
+		t       *Thread
+		surplus float64
+	}
+	cs := make([]cand, len(q))
+	for i, t := range q {
+		cs[i] = cand{t, w[i] * (t.vruntime - v)}
+	}
+	sort.SliceStable(cs, func(i, j int) bool { return cs[i].surplus < cs[j].surplus })
+	var out []*Thread
+	for i := 0; i < len(cs) && i < n; i++ {
+		out = append(out, cs[i].t)
+	}
+	return out
 }
 
 // ProcessShares is each process's share of the CPU time all threads used.

@@ -64,6 +64,21 @@ func TestSFSExample1ReadjustmentEndsStarvation(t *testing.T) {
 	}
 }
 
+func TestSFSExample2SurplusKeepsTheShortJobsProportion(t *testing.T) {
+	sfq, sfs := SFSExample2(false), SFSExample2(true)
+	// 4:4:1 → 44.4 %, 44.4 %, 11.1 %.
+	want := [3]float64{4.0 / 9, 4.0 / 9, 1.0 / 9}
+	for i := range want {
+		if math.Abs(sfs[i]-want[i]) > 0.03 {
+			t.Errorf("SFS: group %d gets %.1f%%, want %.1f%% (4:4:1)", i, 100*sfs[i], 100*want[i])
+		}
+	}
+	// The paper measured SFQ giving each group about a third; this
+	// simulator's SFQ does not reproduce that (docs/fairness.md), so the
+	// figure is reported, not asserted.
+	t.Logf("SFQ: %.1f%% / %.1f%% / %.1f%%; SFS: %.1f%% / %.1f%% / %.1f%%", 100*sfq[0], 100*sfq[1], 100*sfq[2], 100*sfs[0], 100*sfs[1], 100*sfs[2])
+}
+
 // BenchmarkS0 times one S0 run of each policy at k=50.
 func BenchmarkS0(b *testing.B) {
 	for i := 0; i < b.N; i++ {

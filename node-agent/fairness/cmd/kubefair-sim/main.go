@@ -39,4 +39,14 @@ func main() {
 		cpu := sim.SFSExample1(readjust)
 		fmt.Printf("readjust=%-5v CPU-seconds in the next second: T1 %.2f, T2 %.2f, T3 %.2f\n", readjust, cpu[0], cpu[1], cpu[2])
 	}
+
+	fmt.Println("\nSFS example 2 (seed 003 §4.3): T1 (20), 20 × weight 1, short threads (5, 300 ms each) on 2 CPUs; 4:4:1 asked")
+	for _, surplus := range []bool{false, true} {
+		sh := sim.SFSExample2(surplus)
+		name := "SFQ"
+		if surplus {
+			name = "SFS"
+		}
+		fmt.Printf("%s: T1 %.1f%%, weight-1 threads %.1f%%, short threads %.1f%%\n", name, 100*sh[0], 100*sh[1], 100*sh[2])
+	}
 }
