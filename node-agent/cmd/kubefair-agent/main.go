@@ -171,10 +171,12 @@ func chooseThreads(backend, procRoot string, cpus int) (enforce.Backend, threads
 	case "cgroup":
 		return nil, "", nil
 	case "auto":
-		if threads.ProbeABI(procRoot) != threads.ABIVersion {
+		b, err := threads.New(procRoot, cpus)
+		if err != nil { // no patched kernel, or a seccomp profile that refuses the calls
+			ctrl.Log.WithName("setup").Info("thread weights off: pod cgroup weights only", "reason", err.Error())
 			return nil, "", nil
 		}
-		fallthrough
+		return b, threads.Syscall, nil
 	case "syscall":
 		b, err := threads.New(procRoot, cpus)
 		if err != nil {

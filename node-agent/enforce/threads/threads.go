@@ -74,6 +74,11 @@ func New(procRoot string, cpus int) (*Backend, error) {
 	if v := ProbeABI(procRoot); v != ABIVersion {
 		return nil, fmt.Errorf("%w (probe %s/sys/kernel/sched_weight_abi reads %d, want %d)", ErrNoABI, procRoot, v, ABIVersion)
 	}
+	// The kernel has the calls; a seccomp profile may still refuse them
+	// (RuntimeDefault does). Ask for our own weight once to find out.
+	if _, err := getweight(unix.Gettid()); err != nil {
+		return nil, fmt.Errorf("%w: sched_getweight is refused (%v); allow it in the agent's seccomp profile", ErrNoABI, err)
+	}
 	return &Backend{kind: Syscall, cpus: cpus, written: map[int]int{}, originalNice: map[int]int{}}, nil
 }
 
