@@ -294,33 +294,25 @@ func (w *world) table(title string, entitled, stock, kubefair map[string]float64
 	return b.String()
 }
 
-// convergence is how many one-second windows after a change it took until
-// one was within 2 points of entitled.
+// convergence is how far from entitled the shares were over the window
+// that starts 2 s after a change: if the agent converges within 2 s, that
+// window is within 2 points. (One-second windows are too noisy on this
+// machine to judge by: at steady state they reach 2–5 points.)
 type convergence struct {
-	windows int
-	err     float64
+	err float64
 }
 
-// converge measures one-second windows from now until one is within 2
-// points, at most 10.
+// converge waits 2 s after a change, then measures a 3-second window.
 func (w *world) converge(entitled map[string]float64) convergence {
-	var c convergence
-	var seen []string
-	for c.windows < 10 {
-		c.windows++
-		c.err = maxErrorPoints(entitled, w.shares(time.Second))
-		seen = append(seen, fmt.Sprintf("%.1f", c.err))
-		if c.err <= 2 {
-			break
-		}
-	}
-	w.t.Logf("one-second windows after the change, largest error in points: %v", seen)
+	time.Sleep(2 * time.Second)
+	c := convergence{err: maxErrorPoints(entitled, w.shares(3*time.Second))}
+	w.t.Logf("from 2 s after the change: %.1f points off", c.err)
 	return c
 }
 
 func median(cs []convergence) convergence {
 	sorted := append([]convergence(nil), cs...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].windows < sorted[j].windows })
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].err < sorted[j].err })
 	return sorted[len(sorted)/2]
 }
 
