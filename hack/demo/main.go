@@ -82,9 +82,9 @@ func run(stockFor, kubefairFor time.Duration) error {
 	}
 	defer os.RemoveAll(tmp)
 	say("building the CPU burner")
-	burner := filepath.Join(tmp, "burner")
-	if out, err := exec.Command("go", "build", "-o", burner, filepath.Join(kubeapi.RepoRoot(), "test", "harness", "cmd", "burner")).CombinedOutput(); err != nil {
-		return fmt.Errorf("building the burner: %v\n%s", err, out)
+	burner, err := podcgroups.BuildBurner(kubeapi.RepoRoot(), tmp)
+	if err != nil {
+		return err
 	}
 
 	say("starting etcd and kube-apiserver v1.34.1 with kubefair's CRDs")
@@ -144,7 +144,7 @@ func run(stockFor, kubefairFor time.Duration) error {
 	}
 
 	say(fmt.Sprintf("stock Kubernetes for %s: every pod gets kubelet's equal cpu.shares", stockFor))
-	stockShares := measure(ctx, tree, cgroupsOf, stockFor)
+	stockShares := measure(tree, cgroupsOf, stockFor)
 	printShares("stock (measured share of the CPU the demo's pods used)", stockShares)
 
 	say(fmt.Sprintf("starting the kubefair agent; showing `kubectl get tenants` for %s", kubefairFor))
@@ -180,7 +180,7 @@ func run(stockFor, kubefairFor time.Duration) error {
 	deadline := time.Now().Add(kubefairFor)
 	var last map[string]float64
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		last = measure(ctx, tree, cgroupsOf, 10*time.Second)
+		last = measure(tree, cgroupsOf, 10*time.Second)
 		fmt.Printf("\n$ kubectl get tenants    (%s)\n", time.Now().Format("15:04:05"))
 		if err := getTenants(ctx, k, kubeconfig); err != nil {
 			return err
@@ -207,34 +207,12 @@ func run(stockFor, kubefairFor time.Duration) error {
 func say(msg string) { fmt.Printf("\n==> %s\n", msg) }
 
 // measure returns each tenant's share of the CPU the demo's pods used.
-func measure(ctx context.Context, tree *podcgroups.Tree, cgroupsOf map[string][]string, window time.Duration) map[string]float64 {
-	usage := func() map[string]time.Duration {
-		out := map[string]time.Duration{}
-		for t, cgs := range cgroupsOf {
-			for _, cg := range cgs {
-				u, _ := tree.Usage(cg)
-				out[t] += u
-			}
-		}
-		return out
+func measure(tree *podcgroups.Tree, cgroupsOf map[string][]string, window time.Duration) map[string]float64 {
+	shares, err := tree.MeasureShares(cgroupsOf, window)
+	if err != nil {
+		return map[string]float64{}
 	}
-	before := usage()
-	select {
-	case <-ctx.Done():
-	case <-time.After(window):
-	}
-	after := usage()
-	var total time.Duration
-	for t := range after {
-		total += after[t] - before[t]
-	}
-	out := map[string]float64{}
-	for t := range after {
-		if total > 0 {
-			out[t] = float64(after[t]-before[t]) / float64(total)
-		}
-	}
-	return out
+	return shares
 }
 
 func printShares(title string, shares map[string]float64) {

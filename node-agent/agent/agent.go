@@ -246,20 +246,9 @@ func (a *Agent) podCgroups(ctx context.Context) (map[string]string, error) {
 		return nil, err
 	}
 	for _, p := range pods {
-		out[p.Path] = normaliseUID(p.UID)
+		out[p.Path] = p.UID
 	}
 	return out, nil
-}
-
-// normaliseUID: the systemd driver writes uids with '_' for '-'.
-func normaliseUID(uid string) string {
-	b := []byte(uid)
-	for i := range b {
-		if b[i] == '_' {
-			b[i] = '-'
-		}
-	}
-	return string(b)
 }
 
 // Step runs one period.

@@ -19,20 +19,8 @@ import (
 	"github.com/kubefair/kubefair/test/harness/kubeapi"
 )
 
-func cacheDir() string {
-	if c := os.Getenv("KUBEFAIR_CACHE"); c != "" {
-		return c
-	}
-	base := os.Getenv("XDG_CACHE_HOME")
-	if base == "" {
-		home, _ := os.UserHomeDir()
-		base = filepath.Join(home, ".cache")
-	}
-	return filepath.Join(base, "kubefair")
-}
-
 func bzImage(t *testing.T, flavour string) string {
-	p := filepath.Join(cacheDir(), "kernel", flavour, "arch", "x86", "boot", "bzImage")
+	p := filepath.Join(kubeapi.CacheDir(), "kernel", flavour, "arch", "x86", "boot", "bzImage")
 	if _, err := os.Stat(p); err != nil {
 		t.Fatalf("no %s kernel at %s: run `make kernel`", flavour, p)
 	}
@@ -177,7 +165,7 @@ func TestStockKernelHasNoSyscall(t *testing.T) {
 func backendTest(t *testing.T) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "threads.test")
-	cmd := exec.Command("go", "test", "-c", "-o", out, "./node-agent/enforce/threads")
+	cmd := exec.Command("go", "test", "-c", "-tags", "kubefair_guest", "-o", out, "./node-agent/enforce/threads")
 	cmd.Dir = kubeapi.RepoRoot()
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {

@@ -31,22 +31,28 @@ func RepoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..", "..")
 }
 
+// CacheDir is kubefair's cache of built tools and binaries:
+// $KUBEFAIR_CACHE, else $XDG_CACHE_HOME/kubefair, else ~/.cache/kubefair
+// (the Makefile's rule).
+func CacheDir() string {
+	if cache := os.Getenv("KUBEFAIR_CACHE"); cache != "" {
+		return cache
+	}
+	base := os.Getenv("XDG_CACHE_HOME")
+	if base == "" {
+		home, _ := os.UserHomeDir()
+		base = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(base, "kubefair")
+}
+
 // Assets is where etcd and kube-apiserver are: $KUBEBUILDER_ASSETS, else
 // the cache `make envtest` builds into.
 func Assets() string {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
 		return dir
 	}
-	cache := os.Getenv("KUBEFAIR_CACHE")
-	if cache == "" {
-		base := os.Getenv("XDG_CACHE_HOME")
-		if base == "" {
-			home, _ := os.UserHomeDir()
-			base = filepath.Join(home, ".cache")
-		}
-		cache = filepath.Join(base, "kubefair")
-	}
-	return filepath.Join(cache, "k8s-v1.34.1", "bin")
+	return filepath.Join(CacheDir(), "k8s-v1.34.1", "bin")
 }
 
 // Start runs etcd and kube-apiserver with kubefair's CRDs installed.

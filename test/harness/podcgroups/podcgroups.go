@@ -77,11 +77,24 @@ func (t *Tree) mkdir(dir string) error {
 // PodCgroup is a pod's path below the controller root.
 func PodCgroup(uid string) string { return "/kubepods/burstable/pod" + uid }
 
+// containerCgroup is the single container cgroup the harness gives a pod.
+func containerCgroup(uid string) string { return PodCgroup(uid) + "/ctr-" + uid[:8] }
+
+// BuildBurner compiles test/harness/cmd/burner into dir and returns its path.
+func BuildBurner(repoRoot, dir string) (string, error) {
+	out := filepath.Join(dir, "burner")
+	cmd := exec.Command("go", "build", "-o", out, "./test/harness/cmd/burner")
+	cmd.Dir = repoRoot
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the burner: %v\n%s", err, b)
+	}
+	return out, nil
+}
+
 // AddPod creates pod<uid> with a container cgroup and kubelet's shares, and
 // starts a burner with threads spinning threads in it. It returns the PID.
 func (t *Tree) AddPod(uid, burner string, threads int) (int, error) {
-	pod := PodCgroup(uid)
-	ctr := pod + "/ctr-" + uid[:8]
+	pod, ctr := PodCgroup(uid), containerCgroup(uid)
 	for _, ctl := range []string{"cpu", "cpuacct"} {
 		for _, d := range []string{pod, ctr} {
 			if err := t.mkdir(filepath.Join(HostCgroupRoot, ctl, t.name, d)); err != nil {
@@ -143,52 +156,85 @@ func (t *Tree) Close() error {
 	sort.Slice(dirs, func(i, j int) bool { return strings.Count(dirs[i], "/") > strings.Count(dirs[j], "/") })
 	var firstErr error
 	for _, d := range dirs {
-		for i := 0; i < 50; i++ { // a killed task leaves its cgroup a moment later
-			err := syscall.Rmdir(d)
-			if err == nil || os.IsNotExist(err) {
-				break
-			}
-			if i == 49 && firstErr == nil {
-				firstErr = fmt.Errorf("removing %s: %w", d, err)
-			}
-			time.Sleep(20 * time.Millisecond)
+		if err := rmdirWhenEmpty(d); err != nil && firstErr == nil {
+			firstErr = err
 		}
 	}
 	return firstErr
 }
 
-// RemovePod kills the pod's burners and removes its cgroups, as kubelet does
+// rmdirWhenEmpty removes a cgroup directory, waiting briefly for killed
+// tasks to leave it.
+func rmdirWhenEmpty(dir string) error {
+	var err error
+	for i := 0; i < 50; i++ {
+		if err = syscall.Rmdir(dir); err == nil || os.IsNotExist(err) {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("removing %s: %w", dir, err)
+}
+
+// RemovePod kills the pod's burner and removes its cgroups, as kubelet does
 // when a pod goes away.
 func (t *Tree) RemovePod(cgroup string) error {
-	for _, ctl := range []string{"cpu", "cpuacct"} {
-		procs, _ := os.ReadFile(filepath.Join(HostCgroupRoot, ctl, t.name, cgroup, "ctr-"+strings.TrimPrefix(filepath.Base(cgroup), "pod")[:8], "cgroup.procs"))
-		for _, f := range strings.Fields(string(procs)) {
-			if pid, err := strconv.Atoi(f); err == nil {
-				for _, c := range t.procs {
-					if c.Process.Pid == pid {
-						_ = c.Process.Signal(syscall.SIGKILL)
-						_, _ = c.Process.Wait()
-					}
-				}
+	uid := strings.TrimPrefix(filepath.Base(cgroup), "pod")
+	procs, _ := os.ReadFile(filepath.Join(HostCgroupRoot, "cpu", t.name, containerCgroup(uid), "cgroup.procs"))
+	for _, f := range strings.Fields(string(procs)) {
+		pid, _ := strconv.Atoi(f)
+		for _, c := range t.procs {
+			if c.Process.Pid == pid {
+				_ = c.Process.Signal(syscall.SIGKILL)
+				_, _ = c.Process.Wait()
 			}
 		}
 	}
 	for _, ctl := range []string{"cpu", "cpuacct"} {
-		base := filepath.Join(HostCgroupRoot, ctl, t.name, cgroup)
-		ctr := filepath.Join(base, "ctr-"+strings.TrimPrefix(filepath.Base(cgroup), "pod")[:8])
-		for _, d := range []string{ctr, base} {
-			var err error
-			for i := 0; i < 50; i++ {
-				if err = syscall.Rmdir(d); err == nil || os.IsNotExist(err) {
-					err = nil
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			if err != nil {
-				return fmt.Errorf("removing %s: %w", d, err)
+		for _, d := range []string{containerCgroup(uid), PodCgroup(uid)} {
+			if err := rmdirWhenEmpty(filepath.Join(HostCgroupRoot, ctl, t.name, d)); err != nil {
+				return err
 			}
 		}
 	}
 	return nil
+}
+
+// MeasureShares returns each group's share of the CPU that all the groups'
+// cgroups used over window: shares among the test's own processes, so load
+// from elsewhere on the machine cancels out.
+func (t *Tree) MeasureShares(groups map[string][]string, window time.Duration) (map[string]float64, error) {
+	usage := func() (map[string]time.Duration, error) {
+		out := map[string]time.Duration{}
+		for g, cgs := range groups {
+			for _, cg := range cgs {
+				u, err := t.Usage(cg)
+				if err != nil {
+					return nil, err
+				}
+				out[g] += u
+			}
+		}
+		return out, nil
+	}
+	before, err := usage()
+	if err != nil {
+		return nil, err
+	}
+	time.Sleep(window)
+	after, err := usage()
+	if err != nil {
+		return nil, err
+	}
+	var total time.Duration
+	for g := range after {
+		total += after[g] - before[g]
+	}
+	shares := map[string]float64{}
+	for g := range after {
+		if total > 0 {
+			shares[g] = float64(after[g]-before[g]) / float64(total)
+		}
+	}
+	return shares, nil
 }

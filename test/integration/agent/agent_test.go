@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -58,11 +56,8 @@ func setup(m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(tmp)
-	burner = filepath.Join(tmp, "burner")
-	build := exec.Command("go", "build", "-o", burner, "./test/harness/cmd/burner")
-	build.Dir = kubeapi.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("building the burner: %v\n%s", err, out)
+	if burner, err = podcgroups.BuildBurner(kubeapi.RepoRoot(), tmp); err != nil {
+		return 0, err
 	}
 	if api, err = kubeapi.Start(); err != nil {
 		return 0, err
@@ -200,36 +195,14 @@ func (w *world) stopAgent() {
 	}
 }
 
-// usage is each tenant's total CPU time now.
-func (w *world) usage() map[string]time.Duration {
-	out := map[string]time.Duration{}
-	for tenant, cgs := range w.pods {
-		for _, cg := range cgs {
-			u, err := w.tree.Usage(cg)
-			if err != nil {
-				w.t.Fatal(err)
-			}
-			out[tenant] += u
-		}
-	}
-	return out
-}
-
 // shares measures each tenant's share of the CPU the test's own processes
 // used over window, so load from outside the test cancels out.
 func (w *world) shares(window time.Duration) map[string]float64 {
-	before := w.usage()
-	time.Sleep(window)
-	after := w.usage()
-	var total time.Duration
-	for t := range after {
-		total += after[t] - before[t]
+	s, err := w.tree.MeasureShares(w.pods, window)
+	if err != nil {
+		w.t.Fatal(err)
 	}
-	out := map[string]float64{}
-	for t := range after {
-		out[t] = float64(after[t]-before[t]) / float64(total)
-	}
-	return out
+	return s
 }
 
 // entitled is what the fairness model gives each tenant on 2 CPUs, every
