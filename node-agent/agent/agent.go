@@ -407,11 +407,11 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		group[i] = share * mult[i]
 		groupSum += group[i]
 	}
-	managed := 0
+	var managed []*podState
 	for _, n := range names {
-		managed += len(acc[n].pods)
+		managed = append(managed, acc[n].pods...)
 	}
-	budget := 1024 * float64(managed) // pods average kubelet's 1 CPU = 1024
+	budget := a.podWeightBudget(managed)
 	for i, n := range names {
 		for ps, w := range splitTenant(group[i]/groupSum, acc[n].pods) {
 			shares := uint64(math.Round(w * budget))
@@ -460,6 +460,27 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		}
 	}
 	return step, errors.Join(errs...)
+}
+
+// minPodShares keeps enough resolution to split a budget when kubelet's
+// values are tiny (a BestEffort pod has 2 shares).
+const minPodShares = 32
+
+// podWeightBudget is the total weight kubefair splits among the tenants'
+// pods: what kubelet gave those pods (their requests), so that kubefair
+// moves weight between tenants without changing what tenants' pods
+// together weigh against everything else in their QoS cgroup — kubefair's
+// own agent and controller, system pods, pods of no tenant.
+func (a *Agent) podWeightBudget(pods []*podState) float64 {
+	var budget float64
+	for _, ps := range pods {
+		shares, err := a.cgroups.KubeletShares(ps.cgroup)
+		if err != nil {
+			shares = 1024 // vanished since measured; it gets nothing written anyway
+		}
+		budget += float64(max(shares, minPodShares))
+	}
+	return budget
 }
 
 // measure adds one pod's CPU, waiting time and active threads in the

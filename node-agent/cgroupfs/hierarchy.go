@@ -91,6 +91,15 @@ func (h *Hierarchy) Native(shares uint64) uint64 {
 	return clampShares(shares)
 }
 
+// Shares converts a native value (cpu.shares or cpu.weight) to cpu.shares
+// units, the inverse of Native.
+func (h *Hierarchy) Shares(native uint64) uint64 {
+	if h.Mode == V2 {
+		return fairness.CgroupSharesFromV2Weight(native)
+	}
+	return clampShares(native)
+}
+
 func clampShares(s uint64) uint64 { return min(max(s, fairness.MinShares), fairness.MaxShares) }
 
 // ReadWeight reads a cgroup's CPU weight in native units (cpu.shares or

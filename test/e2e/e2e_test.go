@@ -1,0 +1,523 @@
+// Package e2e is kubefair's end-to-end suite: a real single-node cluster
+// (test/harness/cluster), the chart installed with helm, the scenario's
+// tenants (test/harness/scenario) running real CPU burners in real pods,
+// stock Kubernetes first and kubefair after, then faults. It needs root;
+// `make test` builds everything it uses.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
+	"github.com/kubefair/kubefair/test/harness/cluster"
+	"github.com/kubefair/kubefair/test/harness/kubeapi"
+	"github.com/kubefair/kubefair/test/harness/scenario"
+)
+
+const (
+	release   = "kubefair"
+	namespace = "kubefair-system"
+	// boundPoints is the issue's bound on |achieved − entitled|.
+	boundPoints = 2.0
+	// Shares are medians of windows of this length.
+	window  = 4 * time.Second
+	windows = 5
+)
+
+func TestEndToEnd(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("the end-to-end suite runs a real cluster and needs root (CI runs as root)")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	before := hostSnapshot(t)
+	c, err := cluster.Up(ctx, cluster.Config{Dir: "/tmp/kubefair-e2e", Log: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			keepLogs(t, c)
+		}
+		if err := c.Down(); err != nil {
+			t.Errorf("tearing the cluster down: %v", err)
+		}
+		checkHostRestored(t, before)
+	})
+	w := &world{t: t, c: c, k8s: newClient(t, c), ctx: ctx}
+
+	// Stock first: the chart without the agent.
+	w.helm(append([]string{"install", release, filepath.Join(kubeapi.RepoRoot(), "charts", "kubefair"),
+		"--namespace", namespace, "--create-namespace", "--wait", "--timeout", "2m", "--set", "agent.enabled=false"}, chartValues(c)...)...)
+	w.waitReady(time.Minute, 1, "the controller", client.InNamespace(namespace))
+	for _, obj := range scenario.Objects() {
+		if err := w.k8s.Create(ctx, obj); err != nil {
+			t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+		}
+	}
+	total := 0
+	for _, tn := range scenario.Tenants {
+		total += tn.Pods()
+	}
+	w.eventually(2*time.Minute, "every burner pod Ready", func() (bool, string) {
+		n := 0
+		for _, tn := range scenario.Tenants {
+			for _, p := range w.pods(client.InNamespace(tn.Namespace)) {
+				if ready(p) {
+					n++
+				}
+			}
+		}
+		return n == total, fmt.Sprintf("%d of %d", n, total)
+	})
+	time.Sleep(2 * time.Second)
+	stock := w.measure()
+	for _, tn := range scenario.Tenants {
+		for _, p := range w.pods(client.InNamespace(tn.Namespace)) {
+			if got := w.shares(p); got != 102 {
+				t.Fatalf("stock: pod %s/%s has cpu.shares %d, want kubelet's 102 for %s", p.Namespace, p.Name, got, scenario.CPURequest)
+			}
+		}
+	}
+
+	// kubefair: the same release with the agent on.
+	w.helm(append([]string{"upgrade", release, filepath.Join(kubeapi.RepoRoot(), "charts", "kubefair"),
+		"--namespace", namespace, "--wait", "--timeout", "2m", "--set", "agent.enabled=true"}, chartValues(c)...)...)
+	w.waitReady(time.Minute, 2, "the controller and the agent", client.InNamespace(namespace))
+	firstBoot := w.waitReport(time.Time{}, "")
+	time.Sleep(10 * time.Second) // the closed loop settles
+	kf := w.measure()
+	w.printComparison(stock, kf)
+	w.checkShares("kubefair", kf)
+	w.checkStock(stock)
+	w.checkStatus()
+	w.checkCost()
+
+	t.Run("agent pod deleted", func(t *testing.T) {
+		w := w.with(t)
+		old := w.pods(client.InNamespace(namespace), client.MatchingLabels{"app.kubernetes.io/component": "agent"})
+		if len(old) != 1 {
+			t.Fatalf("%d agent pods", len(old))
+		}
+		if err := w.k8s.Delete(w.ctx, &old[0]); err != nil {
+			t.Fatal(err)
+		}
+		w.eventually(90*time.Second, "a new agent pod Ready", func() (bool, string) {
+			pods := w.pods(client.InNamespace(namespace), client.MatchingLabels{"app.kubernetes.io/component": "agent"})
+			return len(pods) == 1 && pods[0].UID != old[0].UID && ready(pods[0]), fmt.Sprintf("%d agent pods", len(pods))
+		})
+		w.waitReport(time.Now(), firstBoot) // reporting resumes, from a new boot
+		time.Sleep(5 * time.Second)
+		w.checkShares("after the agent restarted", w.measureN(3))
+		w.checkCost()
+	})
+
+	t.Run("kubelet restarted", func(t *testing.T) {
+		w := w.with(t)
+		pods := w.allScenarioPods()
+		if err := c.Restart(ctx, cluster.Kubelet); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.WaitNodeReady(ctx, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Second)
+		w.checkSamePods(pods)
+		w.checkShares("after kubelet restarted", w.measureN(3))
+	})
+
+	t.Run("containerd restarted", func(t *testing.T) {
+		w := w.with(t)
+		pods := w.allScenarioPods()
+		if err := c.Restart(ctx, cluster.Containerd); err != nil {
+			t.Fatal(err)
+		}
+		w.checkShares("while containerd restarted", w.measureN(3))
+		if err := c.WaitNodeReady(ctx, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		w.checkSamePods(pods)
+		since := time.Now()
+		w.waitReport(since, "")
+	})
+
+	t.Run("in-place resize", func(t *testing.T) {
+		w := w.with(t)
+		p := w.pods(client.InNamespace("batch"))[0]
+		kubefairShares := w.shares(p)
+		drift := w.report().DriftCorrections
+		patch := []byte(`{"spec":{"containers":[{"name":"burner","resources":{"requests":{"cpu":"200m"}}}]}}`)
+		if err := w.k8s.SubResource("resize").Patch(w.ctx, &p, client.RawPatch("application/strategic-merge-patch+json", patch)); err != nil {
+			t.Fatalf("resizing %s: %v", p.Name, err)
+		}
+		// kubelet writes 204 (200m) to the pod cgroup; the agent puts its
+		// weight back within a period and counts the drift.
+		w.eventually(30*time.Second, "kubelet's resize to show in the pod status", func() (bool, string) {
+			var cur corev1.Pod
+			_ = w.k8s.Get(w.ctx, client.ObjectKeyFromObject(&p), &cur)
+			for _, cs := range cur.Status.ContainerStatuses {
+				if cs.Resources != nil && cs.Resources.Requests.Cpu().Cmp(resource.MustParse("200m")) == 0 {
+					return true, ""
+				}
+			}
+			return false, "status not resized yet"
+		})
+		w.eventually(3*time.Second, "the agent to restore its weight", func() (bool, string) {
+			got := w.shares(p)
+			return got != 204 && math.Abs(float64(got-kubefairShares)) <= 0.1*float64(kubefairShares), fmt.Sprintf("cpu.shares %d, kubefair had %d", got, kubefairShares)
+		})
+		w.eventually(20*time.Second, "the drift in the node's report", func() (bool, string) {
+			d := w.report().DriftCorrections
+			return d > drift, fmt.Sprintf("driftCorrections %d, was %d", d, drift)
+		})
+	})
+
+	t.Run("controller restarted", func(t *testing.T) {
+		w := w.with(t)
+		old := w.pods(client.InNamespace(namespace), client.MatchingLabels{"app.kubernetes.io/component": "controller"})
+		if err := w.k8s.Delete(w.ctx, &old[0]); err != nil {
+			t.Fatal(err)
+		}
+		w.eventually(90*time.Second, "a new controller Ready", func() (bool, string) {
+			pods := w.pods(client.InNamespace(namespace), client.MatchingLabels{"app.kubernetes.io/component": "controller"})
+			return len(pods) == 1 && pods[0].UID != old[0].UID && ready(pods[0]), fmt.Sprintf("%d controller pods", len(pods))
+		})
+		cpu := w.tenantCPU()
+		w.eventually(30*time.Second, "tenants' CPU-seconds to grow again", func() (bool, string) {
+			now := w.tenantCPU()
+			for name := range now {
+				if now[name] <= cpu[name] {
+					return false, name + " has not grown"
+				}
+			}
+			return true, ""
+		})
+		w.checkCost()
+	})
+
+	t.Run("helm uninstall", func(t *testing.T) {
+		w := w.with(t)
+		w.helm("uninstall", release, "--namespace", namespace, "--wait", "--timeout", "2m")
+		for _, tn := range scenario.Tenants {
+			for _, p := range w.pods(client.InNamespace(tn.Namespace)) {
+				want := int64(102)
+				for _, cs := range p.Status.ContainerStatuses {
+					if cs.Resources != nil {
+						want = cs.Resources.Requests.Cpu().MilliValue() * 1024 / 1000
+					}
+				}
+				if got := w.shares(p); got != want {
+					t.Errorf("after uninstall pod %s/%s has cpu.shares %d, want kubelet's %d", p.Namespace, p.Name, got, want)
+				}
+			}
+		}
+		var tenants kubefairv1.TenantList
+		if err := w.k8s.List(w.ctx, &tenants); err != nil || len(tenants.Items) != len(scenario.Tenants) {
+			t.Errorf("tenants after uninstall: %d, %v (the CRDs and tenants are kept)", len(tenants.Items), err)
+		}
+	})
+}
+
+// chartValues: the local cluster's values (no kube-proxy, images imported
+// by hand) and this cluster's containerd socket and state directory.
+func chartValues(c *cluster.Cluster) []string {
+	return []string{
+		"-f", filepath.Join(kubeapi.RepoRoot(), "charts", "kubefair", "ci", "local-cluster-values.yaml"),
+		"--set", "apiServerOverride.port=" + strconv.Itoa(c.APIPort()),
+		"--set", "agent.containerdSocket=" + c.ContainerdSocket(),
+		"--set", "agent.stateDir=" + filepath.Join(c.Dir(), "kubefair-agent"),
+	}
+}
+
+// with is the same world for a subtest.
+func (w *world) with(t *testing.T) *world { c := *w; c.t = t; return &c }
+
+// group names the scenario's measured groups: tenants, and the VMs.
+func (w *world) groups() map[string][]corev1.Pod {
+	out := map[string][]corev1.Pod{}
+	for _, tn := range scenario.Tenants {
+		for _, p := range w.pods(client.InNamespace(tn.Namespace)) {
+			out[tn.Name] = append(out[tn.Name], p)
+			if d := p.Labels["kubevirt.io/domain"]; d != "" {
+				out["vm-"+d] = append(out["vm-"+d], p)
+			}
+		}
+	}
+	return out
+}
+
+func (w *world) allScenarioPods() map[string]corev1.Pod {
+	out := map[string]corev1.Pod{}
+	for _, tn := range scenario.Tenants {
+		for _, p := range w.pods(client.InNamespace(tn.Namespace)) {
+			out[string(p.UID)] = p
+		}
+	}
+	return out
+}
+
+// checkSamePods: the same pods run, none restarted.
+func (w *world) checkSamePods(before map[string]corev1.Pod) {
+	w.t.Helper()
+	now := w.allScenarioPods()
+	for uid, p := range before {
+		cur, ok := now[uid]
+		if !ok {
+			w.t.Errorf("pod %s/%s is gone", p.Namespace, p.Name)
+			continue
+		}
+		for _, cs := range cur.Status.ContainerStatuses {
+			if cs.RestartCount > 0 {
+				w.t.Errorf("pod %s/%s restarted its container %d times", p.Namespace, p.Name, cs.RestartCount)
+			}
+		}
+	}
+}
+
+// shareSet is one measurement: each tenant's share of the CPU the
+// scenario's pods used, and the large VM's share of the two VMs'.
+type shareSet struct {
+	tenant  map[string]float64
+	vmLarge float64
+}
+
+func (w *world) measure() shareSet { return w.measureN(windows) }
+
+// measureN takes the median of n windows; shares are among the scenario's
+// own pods, so the control plane's and other load cancels out.
+func (w *world) measureN(n int) shareSet {
+	w.t.Helper()
+	groups := w.groups()
+	samples := map[string][]float64{}
+	var vm []float64
+	for i := 0; i < n; i++ {
+		before := map[string]int64{}
+		for g, pods := range groups {
+			for _, p := range pods {
+				before[g] += w.usage(p)
+			}
+		}
+		time.Sleep(window)
+		used := map[string]float64{}
+		var total float64
+		for _, tn := range scenario.Tenants {
+			var u int64
+			for _, p := range groups[tn.Name] {
+				u += w.usage(p)
+			}
+			used[tn.Name] = float64(u - before[tn.Name])
+			total += used[tn.Name]
+		}
+		for _, tn := range scenario.Tenants {
+			samples[tn.Name] = append(samples[tn.Name], used[tn.Name]/total)
+		}
+		var large, small int64
+		for _, p := range groups["vm-large"] {
+			large += w.usage(p)
+		}
+		for _, p := range groups["vm-small"] {
+			small += w.usage(p)
+		}
+		dl, ds := float64(large-before["vm-large"]), float64(small-before["vm-small"])
+		vm = append(vm, dl/(dl+ds))
+	}
+	out := shareSet{tenant: map[string]float64{}, vmLarge: median(vm)}
+	for name, s := range samples {
+		out.tenant[name] = median(s)
+	}
+	return out
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return math.NaN()
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func (w *world) printComparison(stock, kf shareSet) {
+	entitled := scenario.EntitledShares()
+	var b strings.Builder
+	fmt.Fprintf(&b, "stock vs kubefair, same run (share of the CPU the tenants' pods used; median of %d × %s):\n", windows, window)
+	fmt.Fprintf(&b, "%-9s %-7s %4s %7s %8s %9s %9s %8s\n", "TENANT", "TIER", "PODS", "THREADS", "ENTITLED", "STOCK", "KUBEFAIR", "KF-ERR")
+	for _, tn := range scenario.Tenants {
+		threads := 0
+		for _, wl := range tn.Workloads {
+			threads += wl.Pods * wl.Threads
+		}
+		fmt.Fprintf(&b, "%-9s %-7s %4d %7d %7.1f%% %8.1f%% %8.1f%% %+6.1fpp\n", tn.Name, tn.Tier, tn.Pods(), threads,
+			100*entitled[tn.Name], 100*stock.tenant[tn.Name], 100*kf.tenant[tn.Name], 100*(kf.tenant[tn.Name]-entitled[tn.Name]))
+	}
+	fmt.Fprintf(&b, "VMs weighted 3:1 inside hosting: vm-large gets %.1f%% of the tenant's CPU (stock %.1f%%), want 75%%\n", 100*kf.vmLarge, 100*stock.vmLarge)
+	w.t.Log("\n" + b.String())
+	w.t.Log("\n$ kubectl get tenants\n" + w.kubectl("get", "tenants"))
+}
+
+func (w *world) checkShares(when string, got shareSet) {
+	w.t.Helper()
+	for name, want := range scenario.EntitledShares() {
+		if d := 100 * math.Abs(got.tenant[name]-want); d > boundPoints {
+			w.t.Errorf("%s: tenant %s got %.1f%%, entitled %.1f%%: %.1f points off (bound %.0f)", when, name, 100*got.tenant[name], 100*want, d, boundPoints)
+		}
+	}
+	if d := 100 * math.Abs(got.vmLarge-0.75); d > boundPoints {
+		w.t.Errorf("%s: the 3:1 VM got %.1f%% of its tenant's CPU, want 75%% ± %.0f points", when, 100*got.vmLarge, boundPoints)
+	}
+}
+
+// checkStock: without kubefair shares follow pod counts, far from the tiers.
+func (w *world) checkStock(stock shareSet) {
+	w.t.Helper()
+	var pods int
+	for _, tn := range scenario.Tenants {
+		pods += tn.Pods()
+	}
+	for _, tn := range scenario.Tenants {
+		byPods := float64(tn.Pods()) / float64(pods)
+		if d := 100 * math.Abs(stock.tenant[tn.Name]-byPods); d > 3 {
+			w.t.Errorf("stock: tenant %s got %.1f%%, pod count says %.1f%%", tn.Name, 100*stock.tenant[tn.Name], 100*byPods)
+		}
+	}
+}
+
+// report is this node's NodeShareReport.
+func (w *world) report() kubefairv1.NodeShareReport {
+	w.t.Helper()
+	var r kubefairv1.NodeShareReport
+	if err := w.k8s.Get(w.ctx, client.ObjectKey{Name: w.c.NodeName()}, &r); err != nil {
+		w.t.Fatalf("the node's report: %v", err)
+	}
+	return r
+}
+
+// waitReport waits for a report observed after since (and from a boot
+// other than notBoot) and returns its boot id.
+func (w *world) waitReport(since time.Time, notBoot string) string {
+	w.t.Helper()
+	var boot string
+	w.eventually(60*time.Second, "a new NodeShareReport", func() (bool, string) {
+		var r kubefairv1.NodeShareReport
+		if err := w.k8s.Get(w.ctx, client.ObjectKey{Name: w.c.NodeName()}, &r); err != nil {
+			return false, err.Error()
+		}
+		boot = r.BootID
+		return r.ObservedTime.Time.After(since) && r.BootID != notBoot && len(r.Tenants) == len(scenario.Tenants),
+			fmt.Sprintf("observed %s boot %s tenants %d", r.ObservedTime, r.BootID, len(r.Tenants))
+	})
+	return boot
+}
+
+// checkStatus: over several report windows, what the node reports and
+// what `kubectl get tenants` shows put each tenant's achieved share within
+// the bound of its entitled share (median of the windows).
+func (w *world) checkStatus() {
+	w.t.Helper()
+	const reports = 5
+	var last time.Time
+	achievedMinusEntitled := map[string][]float64{}
+	statusErr := map[string][]float64{}
+	for i := 0; i < reports; i++ {
+		var r kubefairv1.NodeShareReport
+		w.eventually(30*time.Second, "the next report", func() (bool, string) {
+			r = w.report()
+			return r.ObservedTime.Time.After(last), "no new report"
+		})
+		last = r.ObservedTime.Time
+		for _, ts := range r.Tenants {
+			achievedMinusEntitled[ts.Name] = append(achievedMinusEntitled[ts.Name], 100*(ts.AchievedShare-ts.EntitledShare))
+		}
+		time.Sleep(time.Second) // the controller folds the report into the tenants
+		var tenants kubefairv1.TenantList
+		if err := w.k8s.List(w.ctx, &tenants); err != nil {
+			w.t.Fatal(err)
+		}
+		for _, tn := range tenants.Items {
+			e, a := percent(tn.Status.EntitledShare), percent(tn.Status.AchievedShare)
+			statusErr[tn.Name] = append(statusErr[tn.Name], a-e)
+		}
+	}
+	for _, tn := range scenario.Tenants {
+		if d := median(achievedMinusEntitled[tn.Name]); math.Abs(d) > boundPoints {
+			w.t.Errorf("the node's report: %s achieved − entitled = %+.1f points (median of %d reports): %v", tn.Name, d, reports, achievedMinusEntitled[tn.Name])
+		}
+		if d := median(statusErr[tn.Name]); math.Abs(d) > boundPoints {
+			w.t.Errorf("kubectl get tenants: %s achieved − entitled = %+.1f points (median of %d): %v", tn.Name, d, reports, statusErr[tn.Name])
+		}
+	}
+	w.t.Logf("report and status, achieved − entitled per window (points): %v / %v", achievedMinusEntitled, statusErr)
+}
+
+func percent(s string) float64 {
+	v, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
+	if err != nil {
+		return math.NaN()
+	}
+	return v
+}
+
+// tenantCPU is each tenant's accrued CPU in nanoseconds.
+func (w *world) tenantCPU() map[string]int64 {
+	w.t.Helper()
+	var tenants kubefairv1.TenantList
+	if err := w.k8s.List(w.ctx, &tenants); err != nil {
+		w.t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, tn := range tenants.Items {
+		out[tn.Name] = tn.Status.CPUNanoseconds
+	}
+	return out
+}
+
+// checkCost: each tenant's accrued CPU is never more than its pods really
+// used (a report counted twice would be), it is most of it, and its cost is
+// exactly that CPU at the tier's price.
+func (w *world) checkCost() {
+	w.t.Helper()
+	var tenants kubefairv1.TenantList
+	if err := w.k8s.List(w.ctx, &tenants); err != nil {
+		w.t.Fatal(err)
+	}
+	groups := w.groups()
+	for _, tn := range tenants.Items {
+		var used int64
+		for _, p := range groups[tn.Name] {
+			used += w.usage(p)
+		}
+		accrued := tn.Status.CPUNanoseconds
+		if accrued > used {
+			w.t.Errorf("tenant %s: accrued %.3f CPU-s but its pods used only %.3f: counted twice", tn.Name, float64(accrued)/1e9, float64(used)/1e9)
+		}
+		if accrued <= 0 {
+			w.t.Errorf("tenant %s accrued nothing", tn.Name)
+		}
+		var price float64
+		for _, tier := range scenario.Tiers {
+			if tier.Name == tn.Spec.Tier {
+				price, _ = strconv.ParseFloat(tier.Price, 64)
+			}
+		}
+		want := float64(accrued) / 1e9 / 3600 * price * 1e6 // micro-units
+		if got := float64(tn.Status.CostMicros); math.Abs(got-want) > 1 {
+			w.t.Errorf("tenant %s: cost %d µ%s for %.3f CPU-s at %.3f/h, want %.0f", tn.Name, tn.Status.CostMicros, tn.Status.Currency, float64(accrued)/1e9, price, want)
+		}
+	}
+}
