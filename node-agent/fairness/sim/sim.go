@@ -310,7 +310,7 @@ func (s *Sim) migrate(t *Thread, dst int) {
 	if t.held {
 		s.release(t.CPU)
 	}
-	t.vruntime += s.virtual[dst] - s.virtual[t.CPU]
+	t.vruntime = s.virtual[dst] + math.Max(0, t.vruntime-s.virtual[t.CPU]) // ≥ 0 but for rounding
 	t.CPU = dst
 	t.Migrations++
 	s.Migrations++
