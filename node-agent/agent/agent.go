@@ -56,18 +56,17 @@ type Agent struct {
 	metrics  *Metrics
 	lastStep time.Time
 
-	pods     map[string]*podState // by pod cgroup
-	mult     map[string]float64   // tenant → closed-loop multiplier
-	entitled map[string]float64   // tenant → entitled share last period
-	// What the correction learns from, accumulated over ≥ one period.
-	corrTime       time.Duration
-	corrCPU        map[string]time.Duration
-	corrBacklogged map[string]bool
-	cumulative     map[string]int64 // tenant → CPU ns since this boot
-	window         map[string]*tenantWindow
-	windowFrom     time.Time
-	lastReport     time.Time
-	drift          int64
+	pods map[string]*podState // by pod cgroup
+	// The closed loops: over the tenants, and over each tenant's workloads.
+	tenantLoop    *closedLoop
+	workloadLoops map[string]*closedLoop
+	// nodeUsage is the node's CPU counter at the last step (0: unknown).
+	nodeUsage  uint64
+	cumulative map[string]int64 // tenant → CPU ns since this boot
+	window     map[string]*tenantWindow
+	windowFrom time.Time
+	lastReport time.Time
+	drift      int64
 
 	kick chan struct{}
 
@@ -83,6 +82,9 @@ type podState struct {
 	threads     map[int]threadTimes
 	processes   []enforce.Process // with their active threads, last period
 	seen        bool              // has a previous measurement
+	// The pod's figures in the last step, for its workload's closed loop.
+	cpu        time.Duration
+	backlogged bool
 }
 
 // tenantWindow accumulates a tenant's figures between two reports.
@@ -147,7 +149,8 @@ func New(cfg Config, o Options) (*Agent, error) {
 	return &Agent{
 		cfg: cfg, log: o.Log, hier: o.Hierarchy, cgroups: o.Cgroups, threads: o.Threads, source: o.Source,
 		reader: o.Reader, writer: o.Writer, metrics: o.Metrics, bootID: hex.EncodeToString(b),
-		kick: make(chan struct{}, 1), pods: map[string]*podState{}, mult: map[string]float64{}, entitled: map[string]float64{}, corrCPU: map[string]time.Duration{}, corrBacklogged: map[string]bool{}, cumulative: map[string]int64{}, window: map[string]*tenantWindow{},
+		kick: make(chan struct{}, 1), pods: map[string]*podState{}, cumulative: map[string]int64{}, window: map[string]*tenantWindow{},
+		tenantLoop: newClosedLoop(cfg.Correction), workloadLoops: map[string]*closedLoop{},
 	}, nil
 }
 
@@ -328,16 +331,17 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		}
 	}
 
-	// Entitlements over the tenants with pods here, by the fairness model.
+	// Entitlements over the tenants with pods here, by the fairness model,
+	// of the CPU time left to them: what the node spent on anything else
+	// (system daemons, pods of no tenant) no pod weight can give them.
 	names := make([]string, 0, len(acc))
 	for n := range acc {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	principals := make([]fairness.Principal, len(names))
-	achieved := make([]float64, len(names))
-	backlogged := make([]bool, len(names))
 	capacity := float64(a.cfg.CPUs) * dt.Seconds()
+	var tenantsCPU time.Duration
 	for i, n := range names {
 		s := &acc[n].step
 		demand := (s.CPU + s.Wait).Seconds() / capacity
@@ -348,44 +352,15 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		s.Achieved = s.CPU.Seconds() / capacity
 		// Backlogged: its threads waited for CPU for more than 2 % of the period.
 		s.Backlogged = s.Wait.Seconds() > 0.02*dt.Seconds()
-		achieved[i], backlogged[i] = s.Achieved, s.Backlogged
+		tenantsCPU += s.CPU
 	}
-	entitled := fairness.EntitledShares(principals, a.cfg.CPUs)
-	mult := make([]float64, len(names))
-	moved := make([]bool, len(names))
+	entitled := fairness.Divide(a.leftToTenants(tenantsCPU, capacity), principals, a.cfg.CPUs)
+	loop := make([]measured, len(names))
 	for i, n := range names {
 		acc[n].step.Entitled = entitled[i]
-		mult[i] = a.mult[n]
-		prev := a.entitled[n]
-		moved[i] = prev > 0 && math.Abs(entitled[i]-prev) > 0.1*prev
-		a.entitled[n] = entitled[i]
+		loop[i] = measured{name: n, entitled: entitled[i], cpu: acc[n].step.CPU, backlogged: acc[n].step.Backlogged}
 	}
-	// The correction learns from windows of at least one period: a kicked
-	// step's short window only adds to the next full one.
-	a.corrTime += dt
-	for i, n := range names {
-		a.corrCPU[n] += acc[n].step.CPU
-		a.corrBacklogged[n] = a.corrBacklogged[n] || backlogged[i]
-	}
-	if a.corrTime >= a.cfg.Period {
-		corrAchieved := make([]float64, len(names))
-		corrBacklogged := make([]bool, len(names))
-		for i, n := range names {
-			corrAchieved[i] = a.corrCPU[n].Seconds() / (float64(a.cfg.CPUs) * a.corrTime.Seconds())
-			corrBacklogged[i] = a.corrBacklogged[n]
-		}
-		mult = a.cfg.Correction.Update(mult, entitled, corrAchieved, corrBacklogged)
-		a.corrTime, a.corrCPU, a.corrBacklogged = 0, map[string]time.Duration{}, map[string]bool{}
-	}
-	for i := range moved {
-		// A multiplier is learnt for one configuration, and this period's
-		// measurement belongs to the old one: when a tenant's entitlement
-		// moves (a weight change, tenants or pods coming and going), start
-		// again from the open-loop weight.
-		if moved[i] {
-			mult[i] = 1
-		}
-	}
+	mult := a.tenantLoop.step(loop, dt, a.cfg.Period)
 
 	// Group weights: the entitled share times the correction; a tenant with
 	// no demand this period keeps its plain weight share, so that it gets
@@ -398,7 +373,6 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	var groupSum float64
 	group := make([]float64, len(names))
 	for i, n := range names {
-		a.mult[n] = mult[i]
 		acc[n].step.Multiplier = mult[i]
 		share := entitled[i]
 		if share <= 0 {
@@ -412,8 +386,18 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		managed = append(managed, acc[n].pods...)
 	}
 	budget := a.podWeightBudget(managed)
+	for k := range a.workloadLoops {
+		if _, ok := acc[k]; !ok {
+			delete(a.workloadLoops, k)
+		}
+	}
 	for i, n := range names {
-		for ps, w := range splitTenant(group[i]/groupSum, acc[n].pods) {
+		wl := a.workloadLoops[n]
+		if wl == nil {
+			wl = newClosedLoop(a.cfg.Correction)
+			a.workloadLoops[n] = wl
+		}
+		for ps, w := range splitTenant(group[i]/groupSum, acc[n].pods, wl, dt, a.cfg.Period) {
 			shares := uint64(math.Round(w * budget))
 			plan.Pods = append(plan.Pods, enforce.Pod{UID: ps.uid, Tenant: n, Cgroup: ps.cgroup,
 				Shares: min(max(shares, fairness.MinShares), fairness.MaxShares), ThreadPolicy: ps.member.policy,
@@ -462,6 +446,21 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	return step, errors.Join(errs...)
 }
 
+// leftToTenants is the fraction of the node's CPU time in the step that
+// went to the tenants or to nobody: 1 minus what the node spent on
+// everything else, from the node's own CPU counter. It is 1 when the
+// counter cannot be read.
+func (a *Agent) leftToTenants(tenantsCPU time.Duration, capacity float64) float64 {
+	usage, err := a.hier.NodeUsageNanoseconds()
+	prev := a.nodeUsage
+	a.nodeUsage = usage
+	if err != nil || prev == 0 || usage < prev || !(capacity > 0) {
+		return 1
+	}
+	others := time.Duration(usage-prev) - tenantsCPU
+	return math.Min(1, math.Max(0, 1-others.Seconds()/capacity))
+}
+
 // minPodShares keeps enough resolution to split a budget when kubelet's
 // values are tiny (a BestEffort pod has 2 shares).
 const minPodShares = 32
@@ -501,9 +500,12 @@ func (a *Agent) measure(ps *podState, s *TenantStep) {
 	// The pod's processes with the threads that ran or waited this period:
 	// a thread policy divides a process's weight among those only.
 	active := map[int][]int{}
+	ps.cpu, ps.backlogged = 0, false
+	var wait time.Duration
 	if ps.seen {
 		if usage >= ps.usage {
 			d := time.Duration(usage - ps.usage)
+			ps.cpu = d
 			s.CPU += d
 			a.cumulative[ps.member.tenant] += int64(d)
 		}
@@ -516,7 +518,7 @@ func (a *Agent) measure(ps *podState, s *TenantStep) {
 				continue
 			}
 			dRun, dWait := now.run-before.run, now.wait-before.wait
-			s.Wait += time.Duration(dWait)
+			wait += time.Duration(dWait)
 			if dRun+dWait > 0 {
 				s.Threads++
 				active[owner[tid]] = append(active[owner[tid]], tid)
@@ -530,6 +532,8 @@ func (a *Agent) measure(ps *podState, s *TenantStep) {
 			ps.processes = append(ps.processes, enforce.Process{PID: pid, Threads: tids})
 		}
 	}
+	s.Wait += wait
+	ps.backlogged = wait > a.cfg.Period/50 // waited for more than 2 % of a period
 	ps.usage, ps.threads, ps.seen = usage, threads, true
 }
 
@@ -614,7 +618,7 @@ func (a *Agent) report(ctx context.Context, now time.Time) error {
 func round4(v float64) float64 { return math.Round(v*1e4) / 1e4 }
 
 // RestoreAll puts kubelet's values back on every pod kubefair changed
-// (uninstall: the chart's preStop runs the agent with --restore-on-exit).
+// (the agent's --restore-on-exit, after Run has returned).
 func (a *Agent) RestoreAll() error {
 	err := a.cgroups.Restore(a.cgroups.Managed())
 	if r, ok := a.threads.(interface{ RestoreAll() error }); ok {

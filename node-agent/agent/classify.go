@@ -2,6 +2,8 @@ package agent
 
 import (
 	"slices"
+	"sort"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,26 +53,44 @@ func classify(pod *corev1.Pod, tenants []kubefairv1.Tenant) (membership, bool) {
 
 // splitTenant divides a tenant's group weight over its pods: workloads by
 // their weights, pods of one workload equally, unselected pods one default
-// weight each (DESIGN.md §fairness model, level 2).
-func splitTenant(groupWeight float64, pods []*podState) map[*podState]float64 {
+// weight each (DESIGN.md §fairness model, level 2). The workloads' own
+// closed loop corrects their weights by what each achieved of the tenant's
+// CPU, as the tenant loop does between tenants.
+func splitTenant(groupWeight float64, pods []*podState, loop *closedLoop, dt, period time.Duration) map[*podState]float64 {
 	byWorkload := map[string][]*podState{}
-	var total float64
+	var keys []string
 	for _, p := range pods {
 		key := p.member.workload
 		if key == "" {
 			key = "pod/" + p.uid // a workload of its own
 		}
 		if len(byWorkload[key]) == 0 {
-			total += float64(p.member.wlWeight)
+			keys = append(keys, key)
 		}
 		byWorkload[key] = append(byWorkload[key], p)
 	}
+	sort.Strings(keys)
 	out := make(map[*podState]float64, len(pods))
-	if total <= 0 {
+	ms := make([]measured, len(keys))
+	for i, key := range keys {
+		members := byWorkload[key]
+		ms[i] = measured{name: key, entitled: float64(members[0].member.wlWeight)}
+		for _, p := range members {
+			ms[i].cpu += p.cpu
+			ms[i].backlogged = ms[i].backlogged || p.backlogged
+		}
+	}
+	mult := loop.step(ms, dt, period)
+	var total float64
+	for i := range keys {
+		total += ms[i].entitled * mult[i]
+	}
+	if !(total > 0) {
 		return out
 	}
-	for _, members := range byWorkload {
-		part := groupWeight * float64(members[0].member.wlWeight) / total
+	for i, key := range keys {
+		members := byWorkload[key]
+		part := groupWeight * ms[i].entitled * mult[i] / total
 		for _, p := range members {
 			out[p] = part / float64(len(members))
 		}

@@ -151,6 +151,15 @@ func (h *Hierarchy) UsageNanoseconds(cgroup string) (uint64, error) {
 	if err := checkPath(cgroup); err != nil {
 		return 0, err
 	}
+	return h.usage(cgroup)
+}
+
+// NodeUsageNanoseconds is the CPU time of everything in the hierarchy,
+// from its root: on a node, all of the node's tasks. (Read only; the root
+// is never written.)
+func (h *Hierarchy) NodeUsageNanoseconds() (uint64, error) { return h.usage("/") }
+
+func (h *Hierarchy) usage(cgroup string) (uint64, error) {
 	if h.Mode == V1 {
 		return readUint(filepath.Join(h.cpuacct, cgroup, "cpuacct.usage"))
 	}

@@ -49,7 +49,8 @@ func run() error {
 	backend := flag.String("backend", "auto", "enforcement: cgroup (pod weights only), syscall (plus thread weights through the patched kernel's sched_setweight), nice (plus per-thread nice levels, approximate), auto (syscall when the kernel publishes the ABI, else cgroup)")
 	metricsAddr := flag.String("metrics-bind-address", ":9090", "address of the Prometheus endpoint; 0 disables it")
 	probeAddr := flag.String("health-probe-bind-address", ":9091", "address of /healthz and /readyz")
-	restoreOnExit := flag.Bool("restore-on-exit", false, "put kubelet's weights back on every pod kubefair changed, then exit (the chart's preStop)")
+	restoreOnExit := flag.Bool("restore-on-exit", false, "when stopped (SIGTERM, SIGINT), put kubelet's weights back on every pod kubefair changed before exiting (the chart sets it: uninstall and updates leave stock weights until the next agent)")
+	restoreNow := flag.Bool("restore", false, "put kubelet's weights back on every pod a previous agent changed (from --state-dir), then exit")
 	stateDir := flag.String("state-dir", "/var/lib/kubefair", "where the agent remembers kubelet's original weights across restarts")
 	cpus := flag.Int("cpus", runtime.NumCPU(), "CPUs the pods share on this node")
 	containerdAddress := flag.String("containerd-address", "/run/containerd/containerd.sock", "containerd's socket, to discover containers; when it is unreachable the agent walks the cgroup tree")
@@ -72,7 +73,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if *restoreOnExit {
+	if *restoreNow {
 		pods := cgroups.Managed()
 		if threadKind != "" { // threads first: the pod list is forgotten once restored
 			var pids []int
@@ -150,7 +151,18 @@ func run() error {
 	}
 	close(ready)
 	log.Info("enforcing", "node", *nodeName, "cgroup", fmt.Sprintf("v%d", hier.Mode), "threads", string(threadKind), "cpus", *cpus, "boot", a.BootID())
-	return a.Run(ctx)
+	if err := a.Run(ctx); err != nil {
+		return err
+	}
+	if !*restoreOnExit {
+		return nil
+	}
+	// The loop has stopped, so nothing re-applies kubefair's weights after this.
+	if err := a.RestoreAll(); err != nil {
+		return fmt.Errorf("restoring kubelet's weights on exit: %w", err)
+	}
+	log.Info("stopped; restored kubelet's weights")
+	return nil
 }
 
 func serve(ctx context.Context, addr, pattern string, h http.Handler) {

@@ -50,9 +50,9 @@ type Tenant struct {
 // Currency of every tier.
 const Currency = "EUR"
 
-// CPURequest of every burner container: Burstable pods, 102 cpu.shares
+// CPURequest of every burner container: Burstable pods, 51 cpu.shares
 // each from kubelet — the stock behaviour kubefair is measured against.
-const CPURequest = "100m"
+const CPURequest = "50m"
 
 var (
 	Tiers = []Tier{{"gold", 400, "0.120"}, {"silver", 200, "0.060"}, {"bronze", 100, "0.030"}}
