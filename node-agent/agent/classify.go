@@ -21,6 +21,9 @@ const defaultWorkloadWeight = 100
 type membership struct {
 	tenant   string
 	weight   int32 // the tenant's effective weight
+	// declared: the tenant weighs workloads (spec.workloads); only then
+	// does a closed loop correct the split inside it.
+	declared bool
 	policy   fairness.ThreadPolicy
 	workload string // "" for a pod no workload selects
 	wlWeight int32
@@ -35,7 +38,8 @@ func classify(pod *corev1.Pod, tenants []kubefairv1.Tenant) (membership, bool) {
 		if t.Status.EffectiveWeight <= 0 || !slices.Contains(t.Status.Namespaces, pod.Namespace) {
 			continue
 		}
-		m := membership{tenant: t.Name, weight: t.Status.EffectiveWeight, policy: fairness.ThreadPolicy(t.Spec.ThreadPolicy), wlWeight: defaultWorkloadWeight}
+		m := membership{tenant: t.Name, weight: t.Status.EffectiveWeight, policy: fairness.ThreadPolicy(t.Spec.ThreadPolicy),
+			wlWeight: defaultWorkloadWeight, declared: len(t.Spec.Workloads) > 0}
 		for _, w := range t.Spec.Workloads {
 			sel, err := metav1.LabelSelectorAsSelector(&w.PodSelector)
 			if err != nil {
@@ -53,9 +57,11 @@ func classify(pod *corev1.Pod, tenants []kubefairv1.Tenant) (membership, bool) {
 
 // splitTenant divides a tenant's group weight over its pods: workloads by
 // their weights, pods of one workload equally, unselected pods one default
-// weight each (DESIGN.md §fairness model, level 2). The workloads' own
-// closed loop corrects their weights by what each achieved of the tenant's
-// CPU, as the tenant loop does between tenants.
+// weight each (DESIGN.md §fairness model, level 2). When the tenant
+// declares workloads, their own closed loop corrects the split by what each
+// achieved of the tenant's CPU, as the tenant loop does between tenants;
+// equal pods of a plain tenant get equal weights, uncorrected (per-pod
+// correction would chase the noise of single pods).
 func splitTenant(groupWeight float64, pods []*podState, loop *closedLoop, dt, period time.Duration) map[*podState]float64 {
 	byWorkload := map[string][]*podState{}
 	var keys []string
@@ -80,7 +86,14 @@ func splitTenant(groupWeight float64, pods []*podState, loop *closedLoop, dt, pe
 			ms[i].backlogged = ms[i].backlogged || p.backlogged
 		}
 	}
-	mult := loop.step(ms, dt, period)
+	mult := make([]float64, len(ms))
+	if len(pods) > 0 && pods[0].member.declared {
+		mult = loop.step(ms, dt, period)
+	} else {
+		for i := range mult {
+			mult[i] = 1
+		}
+	}
 	var total float64
 	for i := range keys {
 		total += ms[i].entitled * mult[i]

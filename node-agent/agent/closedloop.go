@@ -17,7 +17,7 @@ import (
 type closedLoop struct {
 	correction fairness.Correction
 	mult       map[string]float64
-	entitled   map[string]float64
+	entitled   map[string]float64 // proportion of the total, last step
 	// Accumulated since the last update.
 	elapsed    time.Duration
 	cpu        map[string]time.Duration
@@ -64,16 +64,27 @@ func (l *closedLoop) step(ps []measured, dt, period time.Duration) []float64 {
 		mult = l.correction.Update(mult, entitled, achieved, backlogged)
 		l.reset()
 	}
+	// A move is judged on each principal's proportion of the total: the
+	// capacity left to the tenants changes every period with load from
+	// outside and scales every entitlement alike, which is no move.
+	var total float64
+	for _, p := range ps {
+		total += p.entitled
+	}
 	next := make(map[string]float64, len(ps))
 	nextEntitled := make(map[string]float64, len(ps))
 	for i, p := range ps {
 		if mult[i] <= 0 {
 			mult[i] = 1
 		}
-		if prev := l.entitled[p.name]; prev > 0 && math.Abs(p.entitled-prev) > 0.1*prev {
+		proportion := 0.0
+		if total > 0 {
+			proportion = p.entitled / total
+		}
+		if prev := l.entitled[p.name]; prev > 0 && math.Abs(proportion-prev) > 0.1*prev {
 			mult[i] = 1
 		}
-		next[p.name], nextEntitled[p.name] = mult[i], p.entitled
+		next[p.name], nextEntitled[p.name] = mult[i], proportion
 	}
 	l.mult, l.entitled = next, nextEntitled
 	return mult

@@ -37,6 +37,13 @@ func TestClosedLoop(t *testing.T) {
 	if moved := step(100*time.Millisecond, 0, 0, 0.8); moved[0] != 1 || moved[1] != 1 {
 		t.Fatalf("a moved entitlement kept its multipliers: %v", moved)
 	}
+	// Every entitlement scaled alike (less capacity left to the tenants)
+	// is no move.
+	l.step([]measured{{name: "a", entitled: 0.8, backlogged: true}, {name: "b", entitled: 0.2, backlogged: true}}, time.Second, period)
+	before := l.mult["a"]
+	if scaled := l.step([]measured{{name: "a", entitled: 0.4, backlogged: true}, {name: "b", entitled: 0.1, backlogged: true}}, 100*time.Millisecond, period); scaled[0] != before {
+		t.Fatalf("scaling every entitlement by half reset the loop: %v, was %v", scaled[0], before)
+	}
 	// A principal that is gone is forgotten.
 	l.step([]measured{{name: "a", entitled: 1, cpu: time.Second, backlogged: true}}, time.Second, period)
 	if _, ok := l.mult["b"]; ok {
