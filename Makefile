@@ -18,6 +18,7 @@ HELM           := $(TOOLS_BIN)/helm-$(HELM_VERSION)
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
 
 GO_TEST_FLAGS ?=
+DEMO_FLAGS    ?=
 
 # Components append the targets their suites need before `go test` runs
 # (kernel images, cluster binaries, container images), in their own section
@@ -92,6 +93,19 @@ kernel: ## Build the patched Linux 6.12 (kernel/series) and the same kernel unpa
 	kernel/build.sh
 TEST_PREREQS += kernel
 
+.PHONY: cluster-binaries
+cluster-binaries: ## Build every Kubernetes binary of the local cluster (cached).
+	K8S_VERSION=$(K8S_VERSION) ETCD_VERSION=$(ETCD_VERSION) hack/build-k8s.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl
+TEST_PREREQS += cluster-binaries
+
+.PHONY: cluster-up
+cluster-up: deps cluster-binaries helm ## Start the local single-node cluster (root), kubefair's images imported.
+	go run ./hack/cluster up
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local cluster and leave the machine as it was.
+	go run ./hack/cluster down
+
 ##@ Test and demo
 
 .PHONY: test
@@ -99,5 +113,5 @@ test: tools verify $(TEST_PREREQS) ## Run every test suite (needs root for the n
 	go test $(GO_TEST_FLAGS) -count=1 -timeout 45m -p 1 ./...
 
 .PHONY: demo
-demo: tools ## Run kubefair against a real API server and print `kubectl get tenants`.
-	go run ./hack/demo
+demo: tools cluster-binaries helm ## kubefair on a real local cluster: helm install, tenants, stock vs kubefair, `kubectl get tenants` (DEMO_FLAGS=-embedded without containers).
+	go run ./hack/demo $(DEMO_FLAGS)

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,13 +22,11 @@ import (
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
 	"github.com/kubefair/kubefair/test/harness/cluster"
-	"github.com/kubefair/kubefair/test/harness/kubeapi"
 	"github.com/kubefair/kubefair/test/harness/scenario"
 )
 
 const (
-	release   = "kubefair"
-	namespace = "kubefair-system"
+	namespace = scenario.Namespace
 	// boundPoints is the bound on |achieved − entitled|.
 	boundPoints = 2.0
 	// Shares are medians of windows of this length.
@@ -57,45 +54,30 @@ func TestEndToEnd(t *testing.T) {
 		}
 		checkHostRestored(t, before)
 	})
-	w := &world{t: t, c: c, k8s: newClient(t, c), ctx: ctx}
+	w := &world{t: t, c: c, k8s: newClient(t, c), ctx: ctx, tools: scenario.Tools{Cluster: c, Helm: os.Getenv("HELM")}}
 
 	// Stock first: the chart without the agent.
-	w.helm(append([]string{"install", release, filepath.Join(kubeapi.RepoRoot(), "charts", "kubefair"),
-		"--namespace", namespace, "--create-namespace", "--wait", "--timeout", "2m", "--set", "agent.enabled=false"}, chartValues(c)...)...)
+	if err := w.tools.InstallKubefair(ctx, false); err != nil {
+		t.Fatal(err)
+	}
 	w.waitReady(time.Minute, 1, "the controller", client.InNamespace(namespace))
-	for _, obj := range scenario.Objects() {
-		if err := w.k8s.Create(ctx, obj); err != nil {
-			t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
-		}
+	if err := scenario.Create(ctx, w.k8s, 2*time.Minute); err != nil {
+		t.Fatal(err)
 	}
-	total := 0
-	for _, tn := range scenario.Tenants {
-		total += tn.Pods()
-	}
-	w.eventually(2*time.Minute, "every burner pod Ready", func() (bool, string) {
-		n := 0
-		for _, tn := range scenario.Tenants {
-			for _, p := range w.pods(client.InNamespace(tn.Namespace)) {
-				if ready(p) {
-					n++
-				}
-			}
-		}
-		return n == total, fmt.Sprintf("%d of %d", n, total)
-	})
 	time.Sleep(2 * time.Second)
 	stock := w.measure()
 	for _, tn := range scenario.Tenants {
 		for _, p := range w.pods(client.InNamespace(tn.Namespace)) {
-			if got := w.shares(p); got != kubeletShares(p) {
-				t.Fatalf("stock: pod %s/%s has cpu.shares %d, want kubelet's %d for %s", p.Namespace, p.Name, got, kubeletShares(p), scenario.CPURequest)
+			if got := w.shares(p); got != scenario.KubeletShares(p) {
+				t.Fatalf("stock: pod %s/%s has cpu.shares %d, want kubelet's %d for %s", p.Namespace, p.Name, got, scenario.KubeletShares(p), scenario.CPURequest)
 			}
 		}
 	}
 
 	// kubefair: the same release with the agent on.
-	w.helm(append([]string{"upgrade", release, filepath.Join(kubeapi.RepoRoot(), "charts", "kubefair"),
-		"--namespace", namespace, "--wait", "--timeout", "2m", "--set", "agent.enabled=true"}, chartValues(c)...)...)
+	if err := w.tools.InstallKubefair(ctx, true); err != nil {
+		t.Fatal(err)
+	}
 	w.waitReady(time.Minute, 2, "the controller and the agent", client.InNamespace(namespace))
 	firstBoot := w.waitReport(time.Time{}, "")
 	time.Sleep(10 * time.Second) // the closed loop settles
@@ -212,7 +194,9 @@ func TestEndToEnd(t *testing.T) {
 
 	t.Run("helm uninstall", func(t *testing.T) {
 		w := w.with(t)
-		w.helm("uninstall", release, "--namespace", namespace, "--wait", "--timeout", "2m")
+		if _, err := w.tools.HelmRun(w.ctx, "uninstall", scenario.Release, "--namespace", namespace, "--wait", "--timeout", "2m"); err != nil {
+			t.Fatal(err)
+		}
 		// helm waits for the DaemonSet object; its pod stops after it, and
 		// restores kubelet's weights as it does.
 		w.eventually(time.Minute, "the agent pod to be gone", func() (bool, string) {
@@ -224,7 +208,7 @@ func TestEndToEnd(t *testing.T) {
 		})
 		for _, tn := range scenario.Tenants {
 			for _, p := range w.pods(client.InNamespace(tn.Namespace)) {
-				if got, want := w.shares(p), kubeletShares(p); got != want {
+				if got, want := w.shares(p), scenario.KubeletShares(p); got != want {
 					t.Errorf("after uninstall pod %s/%s has cpu.shares %d, want kubelet's %d", p.Namespace, p.Name, got, want)
 				}
 			}
@@ -236,46 +220,16 @@ func TestEndToEnd(t *testing.T) {
 	})
 }
 
-// kubeletShares is the cpu.shares kubelet gives a pod: its CPU requests
-// (as allocated, after any resize) × 1024 / 1000.
-func kubeletShares(p corev1.Pod) int64 {
-	var milli int64
-	for i, c := range p.Spec.Containers {
-		req := c.Resources.Requests.Cpu()
-		if i < len(p.Status.ContainerStatuses) && p.Status.ContainerStatuses[i].Resources != nil {
-			req = p.Status.ContainerStatuses[i].Resources.Requests.Cpu()
-		}
-		milli += req.MilliValue()
-	}
-	return milli * 1024 / 1000
-}
-
-// chartValues: the local cluster's values (no kube-proxy, images imported
-// by hand) and this cluster's containerd socket and state directory.
-func chartValues(c *cluster.Cluster) []string {
-	return []string{
-		"-f", filepath.Join(kubeapi.RepoRoot(), "charts", "kubefair", "ci", "local-cluster-values.yaml"),
-		"--set", "apiServerOverride.port=" + strconv.Itoa(c.APIPort()),
-		"--set", "agent.containerdSocket=" + c.ContainerdSocket(),
-		"--set", "agent.stateDir=" + filepath.Join(c.Dir(), "kubefair-agent"),
-	}
-}
-
 // with is the same world for a subtest.
 func (w *world) with(t *testing.T) *world { c := *w; c.t = t; return &c }
 
-// group names the scenario's measured groups: tenants, and the VMs.
 func (w *world) groups() map[string][]corev1.Pod {
-	out := map[string][]corev1.Pod{}
-	for _, tn := range scenario.Tenants {
-		for _, p := range w.pods(client.InNamespace(tn.Namespace)) {
-			out[tn.Name] = append(out[tn.Name], p)
-			if d := p.Labels["kubevirt.io/domain"]; d != "" {
-				out["vm-"+d] = append(out["vm-"+d], p)
-			}
-		}
+	w.t.Helper()
+	g, err := scenario.Groups(w.ctx, w.k8s)
+	if err != nil {
+		w.t.Fatal(err)
 	}
-	return out
+	return g
 }
 
 func (w *world) allScenarioPods() map[string]corev1.Pod {
@@ -306,56 +260,26 @@ func (w *world) checkSamePods(before map[string]corev1.Pod) {
 	}
 }
 
-// shareSet is one measurement: each tenant's share of the CPU the
-// scenario's pods used, and the large VM's share of the two VMs'.
-type shareSet struct {
-	tenant  map[string]float64
-	vmLarge float64
-}
+func (w *world) measure() scenario.Shares { return w.measureN(windows) }
 
-func (w *world) measure() shareSet { return w.measureN(windows) }
-
-// measureN takes the median of n windows; shares are among the scenario's
-// own pods, so the control plane's and other load cancels out.
-func (w *world) measureN(n int) shareSet {
+// measureN takes the median of n windows.
+func (w *world) measureN(n int) scenario.Shares {
 	w.t.Helper()
-	groups := w.groups()
 	samples := map[string][]float64{}
 	var vm []float64
 	for i := 0; i < n; i++ {
-		before := map[string]int64{}
-		for g, pods := range groups {
-			for _, p := range pods {
-				before[g] += w.usage(p)
-			}
+		s, err := scenario.Measure(w.ctx, w.k8s, window)
+		if err != nil {
+			w.t.Fatal(err)
 		}
-		time.Sleep(window)
-		used := map[string]float64{}
-		var total float64
-		for _, tn := range scenario.Tenants {
-			var u int64
-			for _, p := range groups[tn.Name] {
-				u += w.usage(p)
-			}
-			used[tn.Name] = float64(u - before[tn.Name])
-			total += used[tn.Name]
+		for name, v := range s.Tenant {
+			samples[name] = append(samples[name], v)
 		}
-		for _, tn := range scenario.Tenants {
-			samples[tn.Name] = append(samples[tn.Name], used[tn.Name]/total)
-		}
-		var large, small int64
-		for _, p := range groups["vm-large"] {
-			large += w.usage(p)
-		}
-		for _, p := range groups["vm-small"] {
-			small += w.usage(p)
-		}
-		dl, ds := float64(large-before["vm-large"]), float64(small-before["vm-small"])
-		vm = append(vm, dl/(dl+ds))
+		vm = append(vm, s.VMLarge)
 	}
-	out := shareSet{tenant: map[string]float64{}, vmLarge: median(vm)}
-	for name, s := range samples {
-		out.tenant[name] = median(s)
+	out := scenario.Shares{Tenant: map[string]float64{}, VMLarge: median(vm)}
+	for name, v := range samples {
+		out.Tenant[name] = median(v)
 	}
 	return out
 }
@@ -372,7 +296,7 @@ func median(v []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-func (w *world) printComparison(stock, kf shareSet) {
+func (w *world) printComparison(stock, kf scenario.Shares) {
 	entitled := scenario.EntitledShares()
 	var b strings.Builder
 	fmt.Fprintf(&b, "stock vs kubefair, same run (share of the CPU the tenants' pods used; median of %d × %s):\n", windows, window)
@@ -383,27 +307,27 @@ func (w *world) printComparison(stock, kf shareSet) {
 			threads += wl.Pods * wl.Threads
 		}
 		fmt.Fprintf(&b, "%-9s %-7s %4d %7d %7.1f%% %8.1f%% %8.1f%% %+6.1fpp\n", tn.Name, tn.Tier, tn.Pods(), threads,
-			100*entitled[tn.Name], 100*stock.tenant[tn.Name], 100*kf.tenant[tn.Name], 100*(kf.tenant[tn.Name]-entitled[tn.Name]))
+			100*entitled[tn.Name], 100*stock.Tenant[tn.Name], 100*kf.Tenant[tn.Name], 100*(kf.Tenant[tn.Name]-entitled[tn.Name]))
 	}
-	fmt.Fprintf(&b, "VMs weighted 3:1 inside hosting: vm-large gets %.1f%% of the tenant's CPU (stock %.1f%%), want 75%%\n", 100*kf.vmLarge, 100*stock.vmLarge)
+	fmt.Fprintf(&b, "VMs weighted 3:1 inside hosting: vm-large gets %.1f%% of the tenant's CPU (stock %.1f%%), want 75%%\n", 100*kf.VMLarge, 100*stock.VMLarge)
 	w.t.Log("\n" + b.String())
 	w.t.Log("\n$ kubectl get tenants\n" + w.kubectl("get", "tenants"))
 }
 
-func (w *world) checkShares(when string, got shareSet) {
+func (w *world) checkShares(when string, got scenario.Shares) {
 	w.t.Helper()
 	for name, want := range scenario.EntitledShares() {
-		if d := 100 * math.Abs(got.tenant[name]-want); d > boundPoints {
-			w.t.Errorf("%s: tenant %s got %.1f%%, entitled %.1f%%: %.1f points off (bound %.0f)", when, name, 100*got.tenant[name], 100*want, d, boundPoints)
+		if d := 100 * math.Abs(got.Tenant[name]-want); d > boundPoints {
+			w.t.Errorf("%s: tenant %s got %.1f%%, entitled %.1f%%: %.1f points off (bound %.0f)", when, name, 100*got.Tenant[name], 100*want, d, boundPoints)
 		}
 	}
-	if d := 100 * math.Abs(got.vmLarge-0.75); d > boundPoints {
-		w.t.Errorf("%s: the 3:1 VM got %.1f%% of its tenant's CPU, want 75%% ± %.0f points", when, 100*got.vmLarge, boundPoints)
+	if d := 100 * math.Abs(got.VMLarge-0.75); d > boundPoints {
+		w.t.Errorf("%s: the 3:1 VM got %.1f%% of its tenant's CPU, want 75%% ± %.0f points", when, 100*got.VMLarge, boundPoints)
 	}
 }
 
 // checkStock: without kubefair shares follow pod counts, far from the tiers.
-func (w *world) checkStock(stock shareSet) {
+func (w *world) checkStock(stock scenario.Shares) {
 	w.t.Helper()
 	var pods int
 	for _, tn := range scenario.Tenants {
@@ -411,8 +335,8 @@ func (w *world) checkStock(stock shareSet) {
 	}
 	for _, tn := range scenario.Tenants {
 		byPods := float64(tn.Pods()) / float64(pods)
-		if d := 100 * math.Abs(stock.tenant[tn.Name]-byPods); d > 3 {
-			w.t.Errorf("stock: tenant %s got %.1f%%, pod count says %.1f%%", tn.Name, 100*stock.tenant[tn.Name], 100*byPods)
+		if d := 100 * math.Abs(stock.Tenant[tn.Name]-byPods); d > 3 {
+			w.t.Errorf("stock: tenant %s got %.1f%%, pod count says %.1f%%", tn.Name, 100*stock.Tenant[tn.Name], 100*byPods)
 		}
 	}
 }

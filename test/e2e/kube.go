@@ -1,11 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -21,15 +19,16 @@ import (
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
 	"github.com/kubefair/kubefair/test/harness/cluster"
-	"github.com/kubefair/kubefair/test/harness/kubeapi"
+	"github.com/kubefair/kubefair/test/harness/scenario"
 )
 
 // world is the running cluster and the suite's ways into it.
 type world struct {
-	t   *testing.T
-	c   *cluster.Cluster
-	k8s client.Client
-	ctx context.Context
+	t     *testing.T
+	c     *cluster.Cluster
+	k8s   client.Client
+	ctx   context.Context
+	tools scenario.Tools
 }
 
 func newClient(t *testing.T, c *cluster.Cluster) client.Client {
@@ -47,37 +46,11 @@ func newClient(t *testing.T, c *cluster.Cluster) client.Client {
 	return k
 }
 
-// run runs a command against the cluster and returns its output.
-func (w *world) run(name string, args ...string) (string, error) {
-	cmd := exec.CommandContext(w.ctx, name, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+w.c.Kubeconfig(),
-		"HELM_CACHE_HOME="+filepath.Join(w.c.Dir(), "helm", "cache"),
-		"HELM_CONFIG_HOME="+filepath.Join(w.c.Dir(), "helm", "config"),
-		"HELM_DATA_HOME="+filepath.Join(w.c.Dir(), "helm", "data"))
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return out.String(), err
-}
-
 func (w *world) kubectl(args ...string) string {
 	w.t.Helper()
-	out, err := w.run(filepath.Join(kubeapi.Assets(), "kubectl"), args...)
+	out, err := w.tools.Kubectl(w.ctx, args...)
 	if err != nil {
-		w.t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return out
-}
-
-func (w *world) helm(args ...string) string {
-	w.t.Helper()
-	helm := os.Getenv("HELM")
-	if helm == "" {
-		w.t.Fatal("$HELM is not set: run the suite with `make test` (it builds helm into the tools cache)")
-	}
-	out, err := w.run(helm, args...)
-	if err != nil {
-		w.t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+		w.t.Fatal(err)
 	}
 	return out
 }
@@ -141,12 +114,6 @@ func (w *world) waitReady(timeout time.Duration, want int, what string, opts ...
 	return pods
 }
 
-// podCgroup is a Burstable pod's cgroup below a controller's mount (the
-// cgroupfs driver's layout).
-func podCgroup(controller string, p corev1.Pod) string {
-	return filepath.Join("/sys/fs/cgroup", controller, "kubepods", "burstable", "pod"+string(p.UID))
-}
-
 func readInt(t *testing.T, path string) int64 {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -160,7 +127,14 @@ func readInt(t *testing.T, path string) int64 {
 	return v
 }
 
-func (w *world) shares(p corev1.Pod) int64 { return readInt(w.t, filepath.Join(podCgroup("cpu", p), "cpu.shares")) }
+func (w *world) shares(p corev1.Pod) int64 {
+	return readInt(w.t, filepath.Join(scenario.PodCgroup("cpu", p), "cpu.shares"))
+}
 func (w *world) usage(p corev1.Pod) int64 {
-	return readInt(w.t, filepath.Join(podCgroup("cpuacct", p), "cpuacct.usage"))
+	w.t.Helper()
+	u, err := scenario.CPUUsage(p)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return u
 }
