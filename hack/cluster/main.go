@@ -4,6 +4,7 @@
 // this machine, with kubefair's images imported. See test/harness/cluster.
 //
 //	go run ./hack/cluster up      # prints how to use it
+//	go run ./hack/cluster images  # rebuild kubefair's images from this tree and import them
 //	go run ./hack/cluster down
 package main
 
@@ -16,12 +17,13 @@ import (
 	"syscall"
 
 	"github.com/kubefair/kubefair/test/harness/cluster"
+	"github.com/kubefair/kubefair/test/harness/images"
 )
 
 func main() {
 	dir := flag.String("dir", cluster.DefaultDir, "the cluster's directory (certificates, data, sockets, logs, state)")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: cluster [-dir DIR] up|down")
+		fmt.Fprintln(os.Stderr, "usage: cluster [-dir DIR] up|images|down")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -47,6 +49,16 @@ func run(cmd, dir string) error {
 		fmt.Printf("cluster: node %s is Ready; API server %s\n", c.NodeName(), c.APIServerURL())
 		fmt.Printf("  export KUBECONFIG=%s\n  kubectl get nodes\n  make cluster-down   # stops it and cleans up\n", c.Kubeconfig())
 		return nil
+	case "images":
+		c, err := cluster.Attach(dir)
+		if err != nil {
+			return err
+		}
+		if err := c.ImportImages(images.Controller, images.Agent, images.Burner, images.Pause); err != nil {
+			return err
+		}
+		fmt.Println("cluster: images rebuilt and imported; delete the pods to run the new ones")
+		return nil
 	case "down":
 		c, err := cluster.Attach(dir)
 		if err != nil {
@@ -59,5 +71,5 @@ func run(cmd, dir string) error {
 		fmt.Println("cluster: stopped and cleaned up")
 		return nil
 	}
-	return fmt.Errorf("unknown command %q: want up or down", cmd)
+	return fmt.Errorf("unknown command %q: want up, images or down", cmd)
 }

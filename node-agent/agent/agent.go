@@ -62,6 +62,7 @@ type Agent struct {
 	workloadLoops map[string]*closedLoop
 	// nodeUsage is the node's CPU counter at the last step (0: unknown).
 	nodeUsage  uint64
+	nodeReadAt time.Time
 	cumulative map[string]int64 // tenant → CPU ns since this boot
 	window     map[string]*tenantWindow
 	windowFrom time.Time
@@ -78,7 +79,8 @@ type Agent struct {
 type podState struct {
 	uid, cgroup string
 	member      membership
-	usage       uint64 // cpuacct counter at the last period
+	usage       uint64    // cpuacct counter at the last period
+	readAt      time.Time // when usage was read
 	threads     map[int]threadTimes
 	processes   []enforce.Process // with their active threads, last period
 	seen        bool              // has a previous measurement
@@ -318,7 +320,7 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		}
 		ta.pods = append(ta.pods, ps)
 		ta.step.Pods++
-		a.measure(ps, &ta.step)
+		a.measure(ps, &ta.step, dt)
 	}
 	for cg, ps := range a.pods {
 		if !current[cg] {
@@ -354,7 +356,7 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		s.Backlogged = s.Wait.Seconds() > 0.02*dt.Seconds()
 		tenantsCPU += s.CPU
 	}
-	entitled := fairness.Divide(a.leftToTenants(tenantsCPU, capacity), principals, a.cfg.CPUs)
+	entitled := fairness.Divide(a.leftToTenants(tenantsCPU, dt), principals, a.cfg.CPUs)
 	loop := make([]measured, len(names))
 	for i, n := range names {
 		acc[n].step.Entitled = entitled[i]
@@ -450,15 +452,18 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 // went to the tenants or to nobody: 1 minus what the node spent on
 // everything else, from the node's own CPU counter. It is 1 when the
 // counter cannot be read.
-func (a *Agent) leftToTenants(tenantsCPU time.Duration, capacity float64) float64 {
+func (a *Agent) leftToTenants(tenantsCPU, dt time.Duration) float64 {
 	usage, err := a.hier.NodeUsageNanoseconds()
-	prev := a.nodeUsage
-	a.nodeUsage = usage
-	if err != nil || prev == 0 || usage < prev || !(capacity > 0) {
+	readAt := time.Now()
+	prev, prevAt := a.nodeUsage, a.nodeReadAt
+	a.nodeUsage, a.nodeReadAt = usage, readAt
+	if err != nil || prev == 0 || usage < prev || !readAt.After(prevAt) || dt <= 0 {
 		return 1
 	}
-	others := time.Duration(usage-prev) - tenantsCPU
-	return math.Min(1, math.Max(0, 1-others.Seconds()/capacity))
+	// The node's CPU rate over its own read interval, like the pods'.
+	node := float64(usage-prev) / 1e9 / readAt.Sub(prevAt).Seconds()
+	others := node - tenantsCPU.Seconds()/dt.Seconds() // CPUs
+	return math.Min(1, math.Max(0, 1-others/float64(a.cfg.CPUs)))
 }
 
 // minPodShares keeps enough resolution to split a budget when kubelet's
@@ -484,11 +489,20 @@ func (a *Agent) podWeightBudget(pods []*podState) float64 {
 
 // measure adds one pod's CPU, waiting time and active threads in the
 // period to its tenant's step.
-func (a *Agent) measure(ps *podState, s *TenantStep) {
+func (a *Agent) measure(ps *podState, s *TenantStep, dt time.Duration) {
 	usage, err := a.hier.UsageNanoseconds(ps.cgroup)
 	if err != nil {
 		return // vanished mid-period
 	}
+	// Shares compare tenants over the same window: a pod's CPU is its rate
+	// over the interval between its own two reads, times the step's dt, so
+	// a step that is itself slow (an agent short of CPU) does not skew them.
+	readAt := time.Now()
+	scale := 1.0
+	if ps.seen && readAt.After(ps.readAt) && dt > 0 {
+		scale = min(4, max(0.25, float64(dt)/float64(readAt.Sub(ps.readAt))))
+	}
+	ps.readAt = readAt
 	pids, _ := a.hier.Procs(ps.cgroup)
 	threads := map[int]threadTimes{}
 	owner := map[int]int{} // tid → pid
@@ -505,9 +519,9 @@ func (a *Agent) measure(ps *podState, s *TenantStep) {
 	if ps.seen {
 		if usage >= ps.usage {
 			d := time.Duration(usage - ps.usage)
-			ps.cpu = d
-			s.CPU += d
-			a.cumulative[ps.member.tenant] += int64(d)
+			ps.cpu = time.Duration(float64(d) * scale)
+			s.CPU += ps.cpu
+			a.cumulative[ps.member.tenant] += int64(d) // billing: the exact counter
 		}
 		for tid, now := range threads {
 			before, ok := ps.threads[tid]
@@ -518,7 +532,7 @@ func (a *Agent) measure(ps *podState, s *TenantStep) {
 				continue
 			}
 			dRun, dWait := now.run-before.run, now.wait-before.wait
-			wait += time.Duration(dWait)
+			wait += time.Duration(float64(dWait) * scale)
 			if dRun+dWait > 0 {
 				s.Threads++
 				active[owner[tid]] = append(active[owner[tid]], tid)

@@ -19,8 +19,8 @@ const defaultWorkloadWeight = 100
 
 // membership is where a pod belongs: its tenant and the workload inside it.
 type membership struct {
-	tenant   string
-	weight   int32 // the tenant's effective weight
+	tenant string
+	weight int32 // the tenant's effective weight
 	// declared: the tenant weighs workloads (spec.workloads); only then
 	// does a closed loop correct the split inside it.
 	declared bool
