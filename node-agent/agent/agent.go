@@ -40,6 +40,9 @@ type Config struct {
 	// CPUs of the node that the pods share.
 	CPUs       int
 	Correction fairness.Correction
+	// StateDir keeps what the closed loops learnt across restarts; "" keeps
+	// it in memory only.
+	StateDir string
 }
 
 // Agent runs the loop. Create it with New.
@@ -148,12 +151,14 @@ func New(cfg Config, o Options) (*Agent, error) {
 	}
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
-	return &Agent{
+	a := &Agent{
 		cfg: cfg, log: o.Log, hier: o.Hierarchy, cgroups: o.Cgroups, threads: o.Threads, source: o.Source,
 		reader: o.Reader, writer: o.Writer, metrics: o.Metrics, bootID: hex.EncodeToString(b),
 		kick: make(chan struct{}, 1), pods: map[string]*podState{}, cumulative: map[string]int64{}, window: map[string]*tenantWindow{},
 		tenantLoop: newClosedLoop(cfg.Correction), workloadLoops: map[string]*closedLoop{},
-	}, nil
+	}
+	a.loadLoops()
+	return a, nil
 }
 
 // BootID identifies this run of the agent in its reports.
@@ -626,6 +631,9 @@ func (a *Agent) report(ctx context.Context, now time.Time) error {
 		return err
 	}
 	a.window, a.windowFrom = map[string]*tenantWindow{}, now
+	if err := a.saveLoops(); err != nil {
+		a.log.Info("could not keep the closed loops' state", "error", err.Error())
+	}
 	return nil
 }
 

@@ -1,7 +1,10 @@
 package agent
 
 import (
+	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/kubefair/kubefair/node-agent/fairness"
@@ -88,4 +91,74 @@ func (l *closedLoop) step(ps []measured, dt, period time.Duration) []float64 {
 	}
 	l.mult, l.entitled = next, nextEntitled
 	return mult
+}
+
+// learnt is what a closed loop has learnt, as kept on disk.
+type learnt struct {
+	Mult     map[string]float64 `json:"mult"`
+	Entitled map[string]float64 `json:"entitled"`
+}
+
+func (l *closedLoop) learnt() learnt { return learnt{Mult: l.mult, Entitled: l.entitled} }
+
+func (l *closedLoop) resume(s learnt) {
+	if s.Mult != nil && s.Entitled != nil {
+		l.mult, l.entitled = s.Mult, s.Entitled
+	}
+}
+
+// loopState is every closed loop of the agent, kept in the state directory
+// so that a restarted agent (an update, an evicted or deleted pod) resumes
+// with what it had learnt instead of the open-loop weights: the loops still
+// start over for any principal whose entitlement has moved meanwhile.
+type loopState struct {
+	Tenants   learnt            `json:"tenants"`
+	Workloads map[string]learnt `json:"workloads"`
+}
+
+const loopStateFile = "closed-loop.json"
+
+func (a *Agent) saveLoops() error {
+	if a.cfg.StateDir == "" {
+		return nil
+	}
+	st := loopState{Tenants: a.tenantLoop.learnt(), Workloads: map[string]learnt{}}
+	for n, l := range a.workloadLoops {
+		st.Workloads[n] = l.learnt()
+	}
+	data, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(a.cfg.StateDir, 0o700); err != nil {
+		return err
+	}
+	tmp := filepath.Join(a.cfg.StateDir, loopStateFile+".tmp")
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(a.cfg.StateDir, loopStateFile))
+}
+
+// loadLoops resumes the loops a previous run saved; a missing or unreadable
+// file starts them afresh (it is a cache, not a record).
+func (a *Agent) loadLoops() {
+	if a.cfg.StateDir == "" {
+		return
+	}
+	data, err := os.ReadFile(filepath.Join(a.cfg.StateDir, loopStateFile))
+	if err != nil {
+		return
+	}
+	var st loopState
+	if err := json.Unmarshal(data, &st); err != nil {
+		a.log.Info("ignoring an unreadable closed-loop state", "error", err.Error())
+		return
+	}
+	a.tenantLoop.resume(st.Tenants)
+	for n, s := range st.Workloads {
+		l := newClosedLoop(a.cfg.Correction)
+		l.resume(s)
+		a.workloadLoops[n] = l
+	}
 }

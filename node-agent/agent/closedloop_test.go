@@ -50,3 +50,24 @@ func TestClosedLoop(t *testing.T) {
 		t.Fatal("b is still remembered after it left")
 	}
 }
+
+// TestLoopsSurviveRestart: what the loops learnt is saved with the report
+// and a new agent on the same state directory resumes from it.
+func TestLoopsSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	a := &Agent{cfg: Config{StateDir: dir, Correction: fairness.DefaultCorrection}, tenantLoop: newClosedLoop(fairness.DefaultCorrection), workloadLoops: map[string]*closedLoop{}}
+	a.tenantLoop.step([]measured{{name: "a", entitled: 0.5, cpu: 300 * time.Millisecond, backlogged: true}, {name: "b", entitled: 0.5, cpu: 900 * time.Millisecond, backlogged: true}}, time.Second, time.Second)
+	a.workloadLoops["a"] = newClosedLoop(fairness.DefaultCorrection)
+	a.workloadLoops["a"].step([]measured{{name: "vm", entitled: 3, cpu: time.Second, backlogged: true}, {name: "vm2", entitled: 1, cpu: time.Second, backlogged: true}}, time.Second, time.Second)
+	if err := a.saveLoops(); err != nil {
+		t.Fatal(err)
+	}
+	b := &Agent{cfg: a.cfg, tenantLoop: newClosedLoop(fairness.DefaultCorrection), workloadLoops: map[string]*closedLoop{}}
+	b.loadLoops()
+	if b.tenantLoop.mult["a"] != a.tenantLoop.mult["a"] || b.tenantLoop.mult["a"] <= 1 {
+		t.Fatalf("tenant multiplier after restart %v, saved %v", b.tenantLoop.mult["a"], a.tenantLoop.mult["a"])
+	}
+	if got := b.workloadLoops["a"].mult["vm"]; got != a.workloadLoops["a"].mult["vm"] || got <= 1 {
+		t.Fatalf("workload multiplier after restart %v, saved %v", got, a.workloadLoops["a"].mult["vm"])
+	}
+}

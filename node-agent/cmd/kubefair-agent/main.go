@@ -51,7 +51,7 @@ func run() error {
 	probeAddr := flag.String("health-probe-bind-address", ":9091", "address of /healthz and /readyz")
 	restoreOnExit := flag.Bool("restore-on-exit", false, "when stopped (SIGTERM, SIGINT), put kubelet's weights back on every pod kubefair changed before exiting (the chart sets it: uninstall and updates leave stock weights until the next agent)")
 	restoreNow := flag.Bool("restore", false, "put kubelet's weights back on every pod a previous agent changed (from --state-dir), then exit")
-	stateDir := flag.String("state-dir", "/var/lib/kubefair", "where the agent remembers kubelet's original weights across restarts")
+	stateDir := flag.String("state-dir", "/var/lib/kubefair", "where the agent keeps kubelet's original weights and what its closed loops learnt, across restarts")
 	cpus := flag.Int("cpus", runtime.NumCPU(), "CPUs the pods share on this node")
 	containerdAddress := flag.String("containerd-address", "/run/containerd/containerd.sock", "containerd's socket, to discover containers; when it is unreachable the agent walks the cgroup tree")
 	containerdNamespace := flag.String("containerd-namespace", "k8s.io", "containerd namespace of kubelet's containers")
@@ -122,7 +122,7 @@ func run() error {
 			return err
 		}
 	}
-	a, err := agent.New(agent.Config{NodeName: *nodeName, Period: *period, ReportPeriod: *reportPeriod, ProcRoot: *procRoot, CPUs: *cpus},
+	a, err := agent.New(agent.Config{NodeName: *nodeName, Period: *period, ReportPeriod: *reportPeriod, ProcRoot: *procRoot, CPUs: *cpus, StateDir: *stateDir},
 		agent.Options{Hierarchy: hier, Cgroups: cgroups, Threads: threadBackend, Source: source, Reader: cache, Writer: writer, Metrics: agent.NewMetrics(reg), Log: log})
 	if err != nil {
 		return err
