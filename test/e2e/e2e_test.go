@@ -30,7 +30,9 @@ const (
 	// boundPoints is the bound on |achieved − entitled|.
 	boundPoints = 2.0
 	// Shares are medians of windows of this length.
-	window  = 4 * time.Second
+	// 8 s: on 2 CPUs a 4-s window of one tenant's share scatters by several
+	// points when other work shares the machine.
+	window  = 8 * time.Second
 	windows = 5
 	// settle is the time a fault is given before shares are measured again.
 	settle = 5 * time.Second
@@ -86,6 +88,7 @@ func TestEndToEnd(t *testing.T) {
 	kf := w.measure()
 	w.printComparison(stock, kf)
 	w.checkShares("kubefair", kf)
+	w.checkVMs("kubefair", kf)
 	w.checkStock(stock)
 	w.checkStatus()
 	w.checkCost()
@@ -317,6 +320,7 @@ func (w *world) printComparison(stock, kf scenario.Shares) {
 	w.t.Log("\n$ kubectl get tenants\n" + w.kubectl("get", "tenants"))
 }
 
+// checkShares: every tenant within the bound of its entitlement.
 func (w *world) checkShares(when string, got scenario.Shares) {
 	w.t.Helper()
 	for name, want := range scenario.EntitledShares() {
@@ -324,6 +328,11 @@ func (w *world) checkShares(when string, got scenario.Shares) {
 			w.t.Errorf("%s: tenant %s got %.1f%%, entitled %.1f%%: %.1f points off (bound %.0f)", when, name, 100*got.Tenant[name], 100*want, d, boundPoints)
 		}
 	}
+}
+
+// checkVMs: the VM weighted 3 gets 75 % of its tenant's CPU.
+func (w *world) checkVMs(when string, got scenario.Shares) {
+	w.t.Helper()
 	if d := 100 * math.Abs(got.VMLarge-0.75); d > boundPoints {
 		w.t.Errorf("%s: the 3:1 VM got %.1f%% of its tenant's CPU, want 75%% ± %.0f points", when, 100*got.VMLarge, boundPoints)
 	}
