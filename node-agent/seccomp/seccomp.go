@@ -97,3 +97,6 @@ func Filter(allowed []Call) ([]bpf.Instruction, error) {
 		bpf.RetConstant{Val: unix.SECCOMP_RET_ALLOW},
 	), nil
 }
+
+// Supported tells whether the allow-list has numbers for this architecture.
+func Supported() bool { return auditArch != 0 }

@@ -1,11 +1,14 @@
 package seccomp
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -231,4 +234,54 @@ func confinedChild(mode string) int {
 	// os.Remove uses unlinkat, which the agent never needs: the file stays.
 	fmt.Println("unlink:", name(os.Remove(f.Name())))
 	return 0
+}
+
+// TestCommittedProfileIsCurrent: config/seccomp/kubefair-agent.json, the
+// file nodes install, is what the table makes (`make manifests` writes it).
+func TestCommittedProfileIsCurrent(t *testing.T) {
+	committed, err := os.ReadFile(filepath.Join("..", "..", "config", "seccomp", "kubefair-agent.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want bytes.Buffer
+	enc := json.NewEncoder(&want)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(Profile()); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(committed, want.Bytes()) {
+		t.Fatal("config/seccomp/kubefair-agent.json is stale: run `make manifests`")
+	}
+}
+
+// TestProfileRefusesAllButTheAgentsCalls: every Linux 6.12 call is either
+// needed by the agent (or its container start) or refused by name.
+func TestProfileRefusesAllButTheAgentsCalls(t *testing.T) {
+	p := Profile()
+	if p.DefaultAction != "SCMP_ACT_ALLOW" || len(p.Syscalls) != 1 || p.Syscalls[0].Action != "SCMP_ACT_ERRNO" || p.Syscalls[0].ErrnoRet != uint(unix.EPERM) {
+		t.Fatalf("profile shape: %+v", p)
+	}
+	refused := map[string]bool{}
+	for _, n := range p.Syscalls[0].Names {
+		refused[n] = true
+	}
+	needed := map[string]bool{}
+	for _, g := range append(Agent, ContainerStart) {
+		for _, n := range g.Calls {
+			needed[n] = true
+			if refused[n] {
+				t.Errorf("the profile refuses %s, which the agent needs", n)
+			}
+		}
+	}
+	for n := range syscallNumbers {
+		if !needed[n] && !refused[n] {
+			t.Errorf("the profile lets %s through", n)
+		}
+	}
+	for _, n := range []string{"ptrace", "mount", "setxattr", "bpf", "init_module", "unshare", "process_vm_writev"} {
+		if !refused[n] {
+			t.Errorf("the profile does not refuse %s", n)
+		}
+	}
 }

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -56,9 +57,18 @@ func run() error {
 	containerdAddress := flag.String("containerd-address", "/run/containerd/containerd.sock", "containerd's socket, to discover containers; when it is unreachable the agent walks the cgroup tree")
 	containerdNamespace := flag.String("containerd-namespace", "k8s.io", "containerd namespace of kubelet's containers")
 	confined := flag.Bool("seccomp", true, "confine the agent to the system calls it makes (node-agent/seccomp): any other call fails with EPERM")
+	printProfile := flag.Bool("print-seccomp-profile", false, "print the agent container's Localhost seccomp profile (JSON, for kubelet's seccomp directory) and exit")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if *printProfile {
+		if seccomp.Supported() {
+			enc := json.NewEncoder(os.Stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(seccomp.Profile())
+		}
+		return seccomp.ErrUnsupportedArch
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("agent")
 	if *confined {
