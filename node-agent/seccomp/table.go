@@ -38,9 +38,14 @@ var Agent = []Group{
 	{"the nice thread backend: read and set threads' nice levels", []string{
 		"getpriority", "setpriority",
 	}},
+	{"installing this filter (after prctl(PR_SET_NO_NEW_PRIVS)); once it is in, more filters could only narrow it", []string{
+		"seccomp",
+	}},
 }
 
 // ContainerStart is what the container runtime does under the container's
-// profile before the agent runs (runc loads it just before execve): only
-// the runtime-level profile allows it, the agent's own filter does not.
-var ContainerStart = Group{"the container runtime starts the agent and its preStop hook (runc loads the profile just before execve)", []string{"execve"}}
+// profile before the agent runs: runc loads the profile as late as it can
+// (with no_new_privs), then checks that /proc/self/fd is procfs (fstatfs),
+// closes the file descriptors it does not pass on, and calls execve. Only
+// the runtime-level profile allows these; the agent's own filter does not.
+var ContainerStart = Group{"the container runtime starts the agent and its preStop hook", []string{"execve", "fstatfs"}}
