@@ -40,10 +40,11 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types.
 	$(CONTROLLER_GEN) object paths="./api/..."
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) $(HELM) ## Generate CRDs and RBAC from markers (config/) and the chart's copies of them.
+manifests: $(CONTROLLER_GEN) $(HELM) ## Generate CRDs and RBAC from markers (config/), the chart's copies of them, and the agent's seccomp profile.
 	$(CONTROLLER_GEN) crd:allowDangerousTypes=true paths="./api/..." output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=kubefair-controller paths="./controllers/..." output:rbac:artifacts:config=config/rbac
 	HELM=$(HELM) hack/sync-chart.sh
+	go run ./node-agent/cmd/kubefair-agent --print-seccomp-profile > config/seccomp/kubefair-agent.json
 
 .PHONY: verify
 verify: generate manifests lint ## Regenerate everything and fail if the tree changed.

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -31,6 +32,7 @@ import (
 	"github.com/kubefair/kubefair/node-agent/discovery"
 	"github.com/kubefair/kubefair/node-agent/enforce"
 	"github.com/kubefair/kubefair/node-agent/enforce/threads"
+	"github.com/kubefair/kubefair/node-agent/seccomp"
 )
 
 func main() {
@@ -55,11 +57,26 @@ func run() error {
 	cpus := flag.Int("cpus", runtime.NumCPU(), "CPUs the pods share on this node")
 	containerdAddress := flag.String("containerd-address", "/run/containerd/containerd.sock", "containerd's socket, to discover containers; when it is unreachable the agent walks the cgroup tree")
 	containerdNamespace := flag.String("containerd-namespace", "k8s.io", "containerd namespace of kubelet's containers")
+	confined := flag.Bool("seccomp", true, "confine the agent to the system calls it makes (node-agent/seccomp): any other call fails with EPERM")
+	printProfile := flag.Bool("print-seccomp-profile", false, "print the agent container's Localhost seccomp profile (JSON, for kubelet's seccomp directory) and exit")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if *printProfile {
+		if seccomp.Supported() {
+			enc := json.NewEncoder(os.Stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(seccomp.Profile())
+		}
+		return seccomp.ErrUnsupportedArch
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("agent")
+	if *confined {
+		if err := confine(*procRoot); err != nil {
+			return err
+		}
+	}
 
 	hier, err := cgroupfs.Detect(*cgroupRoot)
 	if err != nil {
@@ -174,6 +191,27 @@ func serve(ctx context.Context, addr, pattern string, h http.Handler) {
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.ListenAndServe() }()
 	go func() { <-ctx.Done(); _ = srv.Close() }()
+}
+
+// confine installs the agent's own seccomp filter, before it does anything
+// else: its allow-list, plus sched_setweight/sched_getweight when the kernel
+// publishes their ABI (on other kernels the numbers are other calls).
+func confine(procRoot string) error {
+	var kernelCalls []seccomp.Call
+	abi := threads.ProbeABI(procRoot) == threads.ABIVersion
+	if abi {
+		kernelCalls = threads.SeccompCalls()
+	}
+	allowed, err := seccomp.AllowList(kernelCalls...)
+	if err == nil {
+		err = seccomp.Install(allowed)
+	}
+	if err != nil {
+		return fmt.Errorf("--seccomp: %w (--seccomp=false runs without the agent's own filter)", err)
+	}
+	ctrl.Log.WithName("setup").Info("seccomp filter installed: any system call outside the allow-list fails with EPERM",
+		"allowed", len(allowed), "sched_setweight", abi)
+	return nil
 }
 
 // chooseThreads picks the thread-level backend for --backend; "" means pod
