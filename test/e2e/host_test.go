@@ -87,6 +87,8 @@ func checkHostRestored(t *testing.T, before host) {
 func keepLogs(t *testing.T, c *cluster.Cluster) {
 	dst := filepath.Join(os.TempDir(), "kubefair-e2e-logs-"+time.Now().Format("150405"))
 	if err := exec.Command("cp", "-r", filepath.Join(c.Dir(), "logs"), dst).Run(); err == nil {
+		// and the pods' own logs (kubefair's agent and controller among them)
+		_ = exec.Command("cp", "-rL", filepath.Join(c.Dir(), "pod-logs"), filepath.Join(dst, "pods")).Run()
 		t.Logf("the cluster's logs are in %s", dst)
 	}
 }

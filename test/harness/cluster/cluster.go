@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -532,6 +533,7 @@ func (c *Cluster) Down() error {
 			errs = append(errs, stopPID(comp.PID, comp.Args[0]))
 		}
 	}
+	c.stopShims()
 	errs = append(errs, c.state.Host.restore(c.cfg))
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -540,30 +542,50 @@ func (c *Cluster) Down() error {
 }
 
 // removeContainers kills and deletes every container in containerd's
-// k8s.io namespace (kubelet is already stopped), and their sandboxes'
-// processes, so no pod process outlives the cluster.
+// k8s.io namespace (kubelet is already stopped), so no pod process outlives
+// the cluster; it gives up after 30 s (the cgroup sweep kills what is left).
 func (c *Cluster) removeContainers() error {
-	ctr := func(args ...string) (string, error) {
-		out, err := exec.Command("ctr", append([]string{"-a", c.ContainerdSocket(), "-n", "k8s.io"}, args...)...).CombinedOutput()
-		return string(out), err
+	ctr := func(args ...string) string {
+		out, _ := exec.Command("ctr", append([]string{"-a", c.ContainerdSocket(), "-n", "k8s.io"}, args...)...).Output()
+		return string(out)
 	}
-	out, err := ctr("containers", "ls", "-q")
-	if err != nil {
-		return nil // containerd is gone; the cgroup sweep kills what is left
+	containers := strings.Fields(ctr("containers", "ls", "-q"))
+	for _, id := range strings.Fields(ctr("tasks", "ls", "-q")) {
+		ctr("tasks", "kill", "--all", "-s", "SIGKILL", id)
 	}
-	for _, id := range strings.Fields(out) {
-		_, _ = ctr("tasks", "kill", "-s", "SIGKILL", id)
-	}
-	for _, id := range strings.Fields(out) {
-		for i := 0; i < 50; i++ { // a killed task needs a moment to stop
-			if o, _ := ctr("tasks", "delete", "-f", id); !strings.Contains(o, "running") {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		tasks := strings.Fields(ctr("tasks", "ls", "-q"))
+		if len(tasks) == 0 {
+			break
 		}
-		_, _ = ctr("containers", "delete", id)
+		for _, id := range tasks {
+			ctr("tasks", "delete", "-f", id)
+		}
+	}
+	for _, id := range containers {
+		ctr("containers", "delete", id)
 	}
 	return nil
+}
+
+// stopShims ends the runtime shims of this cluster's containerd: they
+// outlive containerd by design, and name its socket in their arguments.
+func (c *Cluster) stopShims() {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if filepath.Base(args[0]) == "containerd-shim-runc-v2" && slices.Contains(args, c.ContainerdSocket()) {
+			_ = stopPID(pid, args[0])
+		}
+	}
 }
 
 // stopPID ends a process this cluster started: SIGTERM, then SIGKILL after
