@@ -36,10 +36,12 @@ const KubepodsDir = "/kubepods"
 // Hierarchy is one node's cgroup tree, rooted at --cgroup-root.
 type Hierarchy struct {
 	Mode Mode
-	// cpu and cpuacct are the directories holding the cpu and cpuacct
-	// controllers (v1; the same directory when co-mounted), or the unified
-	// root (v2).
+	// cpu and cpuacct are the mounts of the cpu and cpuacct controllers
+	// (v1; the same directory when co-mounted), or the unified root (v2).
 	cpu, cpuacct string
+	// kubeletRoot is kubelet's --cgroup-root, the cgroup that holds
+	// kubepods, as runtimes spell cgroup paths ("/" by default).
+	kubeletRoot string
 }
 
 // Detect finds the cgroup version and controller directories below root
@@ -50,11 +52,11 @@ func Detect(root string) (*Hierarchy, error) {
 		if !strings.Contains(" "+strings.TrimSpace(string(data))+" ", " cpu ") {
 			return nil, fmt.Errorf("cgroup v2 at %s has no cpu controller enabled", root)
 		}
-		return &Hierarchy{Mode: V2, cpu: root, cpuacct: root}, nil
+		return &Hierarchy{Mode: V2, cpu: root, cpuacct: root, kubeletRoot: "/"}, nil
 	}
 	// v1: root/cpu is the cpu controller (a directory, or the usual symlink
 	// to a co-mounted cpu,cpuacct); containerd/cgroups expects that name.
-	h := &Hierarchy{Mode: V1}
+	h := &Hierarchy{Mode: V1, kubeletRoot: "/"}
 	if isFile(filepath.Join(root, "cpu", "cpu.shares")) {
 		h.cpu = filepath.Join(root, "cpu")
 	}
@@ -68,6 +70,52 @@ func Detect(root string) (*Hierarchy, error) {
 		return nil, fmt.Errorf("no cgroup v1 cpu and cpuacct controllers under %s, and no cgroup v2 there either", root)
 	}
 	return h, nil
+}
+
+// Below is the hierarchy as kubelet sees it when it runs with
+// --cgroup-root=kubeletRoot: kubepods lies below that cgroup, and runtimes
+// spell container cgroups from the controller's root ("<kubeletRoot>/kubepods/…").
+func (h *Hierarchy) Below(kubeletRoot string) (*Hierarchy, error) {
+	if kubeletRoot == "" {
+		kubeletRoot = "/"
+	}
+	if !path.IsAbs(kubeletRoot) || path.Clean(kubeletRoot) != kubeletRoot {
+		return nil, fmt.Errorf("kubelet cgroup root %q: want an absolute, clean cgroup path such as / or /kubelet", kubeletRoot)
+	}
+	if h.kubeletRoot != "/" {
+		return nil, fmt.Errorf("hierarchy already below %s", h.kubeletRoot)
+	}
+	b := *h
+	b.kubeletRoot = kubeletRoot
+	return &b, nil
+}
+
+// cpuDir and acctDir are a pod's cgroup directories in the cpu and cpuacct
+// controllers; hostPath is its path from the controllers' root.
+func (h *Hierarchy) cpuDir(cgroup string) string { return filepath.Join(h.cpu, h.hostPath(cgroup)) }
+func (h *Hierarchy) acctDir(cgroup string) string {
+	return filepath.Join(h.cpuacct, h.hostPath(cgroup))
+}
+func (h *Hierarchy) hostPath(cgroup string) string { return path.Join(h.kubeletRoot, cgroup) }
+
+// FromRuntime maps a container's cgroup as its runtime spells it (the OCI
+// spec's linux.cgroupsPath; kubelet's cgroupfs driver gives
+// "<kubelet root>/kubepods/burstable/pod<uid>/<id>") to a path in this
+// hierarchy. It is false for a path outside kubelet's root or in the
+// systemd driver's "slice:prefix:name" form (not supported yet).
+func (h *Hierarchy) FromRuntime(cgroupsPath string) (string, bool) {
+	if cgroupsPath == "" || strings.Count(cgroupsPath, ":") == 2 {
+		return "", false
+	}
+	p := path.Clean("/" + cgroupsPath)
+	if h.kubeletRoot != "/" {
+		rest, ok := strings.CutPrefix(p, h.kubeletRoot+"/")
+		if !ok {
+			return "", false
+		}
+		p = "/" + rest
+	}
+	return p, checkPath(p) == nil
 }
 
 func isDir(p string) bool  { st, err := os.Stat(p); return err == nil && st.IsDir() }
@@ -103,7 +151,7 @@ func (h *Hierarchy) ReadWeight(cgroup string) (uint64, error) {
 	if h.Mode == V2 {
 		file = "cpu.weight"
 	}
-	return readUint(filepath.Join(h.cpu, cgroup, file))
+	return readUint(filepath.Join(h.cpuDir(cgroup), file))
 }
 
 // WriteWeight sets a cgroup's CPU weight, given in native units.
@@ -111,12 +159,12 @@ func (h *Hierarchy) WriteWeight(cgroup string, native uint64) error {
 	if err := checkPath(cgroup); err != nil {
 		return err
 	}
-	if !isDir(filepath.Join(h.cpu, cgroup)) {
+	if !isDir(h.cpuDir(cgroup)) {
 		return fmt.Errorf("cgroup %s: %w", cgroup, os.ErrNotExist)
 	}
 	if h.Mode == V2 {
 		w := min(max(native, fairness.MinWeight), fairness.MaxWeight)
-		m, err := cgroup2.Load(cgroup, cgroup2.WithMountpoint(h.cpu))
+		m, err := cgroup2.Load(h.hostPath(cgroup), cgroup2.WithMountpoint(h.cpu))
 		if err != nil {
 			return fmt.Errorf("loading %s: %w", cgroup, err)
 		}
@@ -124,7 +172,7 @@ func (h *Hierarchy) WriteWeight(cgroup string, native uint64) error {
 	}
 	s := clampShares(native)
 	root := filepath.Dir(h.cpu) // NewCpu appends "cpu"
-	cg, err := cgroup1.Load(cgroup1.StaticPath(cgroup), cgroup1.WithHierarchy(func() ([]cgroup1.Subsystem, error) {
+	cg, err := cgroup1.Load(cgroup1.StaticPath(h.hostPath(cgroup)), cgroup1.WithHierarchy(func() ([]cgroup1.Subsystem, error) {
 		return []cgroup1.Subsystem{cgroup1.NewCpu(root)}, nil
 	}))
 	if err != nil {
@@ -143,9 +191,9 @@ func (h *Hierarchy) UsageNanoseconds(cgroup string) (uint64, error) {
 		return 0, err
 	}
 	if h.Mode == V1 {
-		return readUint(filepath.Join(h.cpuacct, cgroup, "cpuacct.usage"))
+		return readUint(filepath.Join(h.acctDir(cgroup), "cpuacct.usage"))
 	}
-	data, err := os.ReadFile(filepath.Join(h.cpu, cgroup, "cpu.stat"))
+	data, err := os.ReadFile(filepath.Join(h.cpuDir(cgroup), "cpu.stat"))
 	if err != nil {
 		return 0, err
 	}
@@ -164,7 +212,7 @@ func (h *Hierarchy) Procs(cgroup string) ([]int, error) {
 		return nil, err
 	}
 	var pids []int
-	err := filepath.WalkDir(filepath.Join(h.cpu, cgroup), func(p string, d os.DirEntry, err error) error {
+	err := filepath.WalkDir(h.cpuDir(cgroup), func(p string, d os.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				return nil // removed while we walk
@@ -202,7 +250,7 @@ type PodCgroup struct {
 func (h *Hierarchy) Pods() ([]PodCgroup, error) {
 	var pods []PodCgroup
 	for _, parent := range []string{KubepodsDir, KubepodsDir + "/burstable", KubepodsDir + "/besteffort"} {
-		entries, err := os.ReadDir(filepath.Join(h.cpu, parent))
+		entries, err := os.ReadDir(h.cpuDir(parent))
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				continue
@@ -215,7 +263,7 @@ func (h *Hierarchy) Pods() ([]PodCgroup, error) {
 				continue
 			}
 			pod := PodCgroup{UID: uid, Path: parent + "/" + e.Name()}
-			children, _ := os.ReadDir(filepath.Join(h.cpu, pod.Path))
+			children, _ := os.ReadDir(h.cpuDir(pod.Path))
 			for _, c := range children {
 				if c.IsDir() {
 					pod.Containers = append(pod.Containers, c.Name())

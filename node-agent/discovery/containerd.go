@@ -4,16 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	containersapi "github.com/containerd/containerd/api/services/containers/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/kubefair/kubefair/node-agent/cgroupfs"
 )
 
 // The CRI labels kubelet's runtime puts on every container.
@@ -32,21 +30,21 @@ const (
 // cgroup's cgroup.procs, so a container whose processes come and go is
 // always read as it is now.
 type containerd struct {
-	conn       *grpc.ClientConn
-	client     containersapi.ContainersClient
-	namespace  string
-	cpuCgroups string // the cpu controller's mount, for cgroup.procs
+	conn      *grpc.ClientConn
+	client    containersapi.ContainersClient
+	namespace string
+	cgroups   *cgroupfs.Hierarchy // maps runtime cgroup paths, reads cgroup.procs
 }
 
 // NewContainerd connects to containerd's socket. The connection is made
 // lazily: a containerd that is down (or restarting) makes Containers fail,
 // and the agent falls back to the cgroup tree until it is back.
-func NewContainerd(address, namespace, cpuCgroups string) (Source, error) {
+func NewContainerd(address, namespace string, cgroups *cgroupfs.Hierarchy) (Source, error) {
 	conn, err := grpc.NewClient("unix://"+address, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, fmt.Errorf("containerd at %s: %w", address, err)
 	}
-	return &containerd{conn: conn, client: containersapi.NewContainersClient(conn), namespace: namespace, cpuCgroups: cpuCgroups}, nil
+	return &containerd{conn: conn, client: containersapi.NewContainersClient(conn), namespace: namespace, cgroups: cgroups}, nil
 }
 
 // runtimeSpec is the part of the OCI runtime spec discovery reads.
@@ -77,39 +75,15 @@ func (c *containerd) Containers(ctx context.Context) ([]Container, error) {
 		if ct.Spec != nil {
 			var spec runtimeSpec
 			if err := json.Unmarshal(ct.Spec.GetValue(), &spec); err == nil && spec.Linux != nil {
-				cont.Cgroup = cgroupfsPath(spec.Linux.CgroupsPath)
+				if cg, ok := c.cgroups.FromRuntime(spec.Linux.CgroupsPath); ok {
+					cont.Cgroup = cg
+					cont.PIDs, _ = c.cgroups.Procs(cg)
+				}
 			}
-		}
-		if cont.Cgroup != "" {
-			cont.PIDs = readProcs(filepath.Join(c.cpuCgroups, cont.Cgroup))
 		}
 		out = append(out, cont)
 	}
 	return out, nil
-}
-
-// cgroupfsPath turns an OCI cgroupsPath into a path below the controller
-// mount. kubelet's cgroupfs driver gives "/kubepods/burstable/pod<uid>/<id>";
-// the systemd form "slice:prefix:name" is not supported yet and yields "".
-func cgroupfsPath(p string) string {
-	if p == "" || strings.Count(p, ":") == 2 {
-		return ""
-	}
-	return "/" + strings.TrimPrefix(filepath.Clean(p), "/")
-}
-
-func readProcs(dir string) []int {
-	data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	if err != nil {
-		return nil
-	}
-	var pids []int
-	for _, f := range strings.Fields(string(data)) {
-		if pid, err := strconv.Atoi(f); err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }
 
 // Close ends the connection.

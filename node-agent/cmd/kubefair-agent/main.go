@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"syscall"
 	"time"
@@ -43,6 +42,7 @@ func main() {
 func run() error {
 	nodeName := flag.String("node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME, from the downward API)")
 	cgroupRoot := flag.String("cgroup-root", "/sys/fs/cgroup", "where the host's cgroup filesystem is mounted; only <root>/…/kubepods is touched")
+	kubeletCgroupRoot := flag.String("kubelet-cgroup-root", "/", "kubelet's --cgroup-root: the cgroup that holds kubepods")
 	procRoot := flag.String("proc-root", "/proc", "where the host's /proc is (threads and their scheduler statistics)")
 	period := flag.Duration("period", time.Second, "how often to measure and enforce")
 	reportPeriod := flag.Duration("report-period", 10*time.Second, "how often to write this node's NodeShareReport")
@@ -62,6 +62,9 @@ func run() error {
 
 	hier, err := cgroupfs.Detect(*cgroupRoot)
 	if err != nil {
+		return err
+	}
+	if hier, err = hier.Below(*kubeletCgroupRoot); err != nil {
 		return err
 	}
 	cgroups, err := cgroupfs.NewBackend(hier, *stateDir)
@@ -113,11 +116,7 @@ func run() error {
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	var source discovery.Source
 	if *containerdAddress != "" {
-		cpuMount := filepath.Join(*cgroupRoot, "cpu")
-		if hier.Mode == cgroupfs.V2 {
-			cpuMount = *cgroupRoot
-		}
-		if source, err = discovery.NewContainerd(*containerdAddress, *containerdNamespace, cpuMount); err != nil {
+		if source, err = discovery.NewContainerd(*containerdAddress, *containerdNamespace, hier); err != nil {
 			return err
 		}
 	}

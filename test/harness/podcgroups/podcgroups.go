@@ -28,7 +28,12 @@ const KubeletShares = 102
 type Tree struct {
 	// Root is the cgroup root to give the agent.
 	Root string
-	name string
+	// KubeletRoot is the same tree as kubelet's --cgroup-root would name it
+	// (the cgroup holding kubepods, "/kubefair-test-<pid>"): the agent can
+	// equally be given the host's HostCgroupRoot below KubeletRoot, and
+	// runtimes put containers at KubeletRoot + "/kubepods/…".
+	KubeletRoot string
+	name        string
 	// dirs are the host cgroup directories created, for removal.
 	dirs  []string
 	procs []*exec.Cmd
@@ -40,7 +45,7 @@ func New(tmp string) (*Tree, error) {
 		return nil, fmt.Errorf("podcgroups: creating cgroups needs root (CI runs as root)")
 	}
 	name := fmt.Sprintf("kubefair-test-%d", os.Getpid())
-	t := &Tree{Root: filepath.Join(tmp, "cgroup-root"), name: name}
+	t := &Tree{Root: filepath.Join(tmp, "cgroup-root"), KubeletRoot: "/" + name, name: name}
 	if err := os.MkdirAll(t.Root, 0o755); err != nil {
 		return nil, err
 	}
@@ -91,21 +96,31 @@ func BuildBurner(repoRoot, dir string) (string, error) {
 	return out, nil
 }
 
+// AddPodCgroup does kubelet's part for a pod: pod<uid> with kubelet's
+// shares. A runtime (runc) creates the containers' cgroups below it.
+func (t *Tree) AddPodCgroup(uid string) error {
+	for _, ctl := range []string{"cpu", "cpuacct"} {
+		if err := t.mkdir(filepath.Join(HostCgroupRoot, ctl, t.name, PodCgroup(uid))); err != nil {
+			return err
+		}
+	}
+	return t.WriteShares(PodCgroup(uid), KubeletShares)
+}
+
 // AddPod creates pod<uid> with a container cgroup and kubelet's shares, and
 // starts a burner with threads spinning threads in it. It returns the PID.
 func (t *Tree) AddPod(uid, burner string, threads int) (int, error) {
-	pod, ctr := PodCgroup(uid), containerCgroup(uid)
-	for _, ctl := range []string{"cpu", "cpuacct"} {
-		for _, d := range []string{pod, ctr} {
-			if err := t.mkdir(filepath.Join(HostCgroupRoot, ctl, t.name, d)); err != nil {
-				return 0, err
-			}
-		}
+	if err := t.AddPodCgroup(uid); err != nil {
+		return 0, err
 	}
-	for _, d := range []string{pod, ctr} {
-		if err := t.WriteShares(d, KubeletShares); err != nil {
+	ctr := containerCgroup(uid)
+	for _, ctl := range []string{"cpu", "cpuacct"} {
+		if err := t.mkdir(filepath.Join(HostCgroupRoot, ctl, t.name, ctr)); err != nil {
 			return 0, err
 		}
+	}
+	if err := t.WriteShares(ctr, KubeletShares); err != nil {
+		return 0, err
 	}
 	cmd := exec.Command(burner, "-threads", strconv.Itoa(threads))
 	if err := cmd.Start(); err != nil {
@@ -146,13 +161,24 @@ func (t *Tree) Usage(cgroup string) (time.Duration, error) {
 }
 
 // Close stops every burner it started (by PID) and removes every cgroup it
-// created, deepest first.
+// created, deepest first, and what a runtime left below KubeletRoot in any
+// hierarchy (runc creates a container's parents in every controller and
+// removes only the container's own cgroup).
 func (t *Tree) Close() error {
 	for _, c := range t.procs {
 		_ = c.Process.Signal(syscall.SIGKILL)
 		_, _ = c.Process.Wait()
 	}
 	dirs := append([]string(nil), t.dirs...)
+	hierarchies, _ := os.ReadDir(HostCgroupRoot)
+	for _, hier := range hierarchies {
+		_ = filepath.WalkDir(filepath.Join(HostCgroupRoot, hier.Name(), t.name), func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+	}
 	sort.Slice(dirs, func(i, j int) bool { return strings.Count(dirs[i], "/") > strings.Count(dirs[j], "/") })
 	var firstErr error
 	for _, d := range dirs {

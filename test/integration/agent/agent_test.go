@@ -29,6 +29,7 @@ import (
 	"github.com/kubefair/kubefair/node-agent/cgroupfs"
 	"github.com/kubefair/kubefair/node-agent/discovery"
 	"github.com/kubefair/kubefair/node-agent/fairness"
+	"github.com/kubefair/kubefair/test/harness/containerd"
 	"github.com/kubefair/kubefair/test/harness/kubeapi"
 	"github.com/kubefair/kubefair/test/harness/podcgroups"
 )
@@ -77,6 +78,10 @@ type world struct {
 	stop     func()
 	stateDir string // the agent's --state-dir, kept across agent restarts
 	source   discovery.Source
+	// runtime, when set, runs pods as containers through containerd and
+	// runc instead of placing burners in the cgroups directly.
+	runtime *containerd.Daemon
+	started map[string]int // container id → the PID runc started
 }
 
 func newWorld(t *testing.T) *world {
@@ -127,7 +132,9 @@ func (w *world) addPods(tenant string, n int) {
 		if err := w.k8s.Create(ctx, pod); err != nil {
 			w.t.Fatal(err)
 		}
-		if _, err := w.tree.AddPod(string(pod.UID), burner, w.threads[tenant]); err != nil {
+		if w.runtime != nil {
+			w.runPod(pod, w.threads[tenant])
+		} else if _, err := w.tree.AddPod(string(pod.UID), burner, w.threads[tenant]); err != nil {
 			w.t.Fatal(err)
 		}
 		w.pods[tenant] = append(w.pods[tenant], podcgroups.PodCgroup(string(pod.UID)))
@@ -162,10 +169,7 @@ func (w *world) startAgent(period time.Duration) {
 // informer cache, and the world's state directory (so a new agent is a
 // restarted one). The caller runs it or steps it.
 func (w *world) newAgent(period time.Duration) (*agent.Agent, cache.Cache, context.Context, context.CancelFunc) {
-	h, err := cgroupfs.Detect(w.tree.Root)
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	h := w.hierarchy()
 	backend, err := cgroupfs.NewBackend(h, w.stateDir)
 	if err != nil {
 		w.t.Fatal(err)
@@ -186,6 +190,19 @@ func (w *world) newAgent(period time.Duration) (*agent.Agent, cache.Cache, conte
 		w.t.Fatal(err)
 	}
 	return a, c, ctx, cancel
+}
+
+// hierarchy is what the agent sees with --cgroup-root=/sys/fs/cgroup
+// --kubelet-cgroup-root=<the test's tree>.
+func (w *world) hierarchy() *cgroupfs.Hierarchy {
+	h, err := cgroupfs.Detect(podcgroups.HostCgroupRoot)
+	if err == nil {
+		h, err = h.Below(w.tree.KubeletRoot)
+	}
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return h
 }
 
 func (w *world) stopAgent() {
@@ -293,10 +310,11 @@ func median(cs []convergence) convergence {
 // next measurement starts from steady state; it fails the test after 40 s.
 func (w *world) settle(entitled map[string]float64) {
 	deadline := time.Now().Add(40 * time.Second)
+	var last map[string]float64
 	for time.Now().Before(deadline) {
-		if maxErrorPoints(entitled, w.shares(2*time.Second)) <= 2 {
+		if last = w.shares(2 * time.Second); maxErrorPoints(entitled, last) <= 2 {
 			return
 		}
 	}
-	w.t.Fatalf("not within 2 points of %v after 40 s", entitled)
+	w.t.Fatalf("not within 2 points of %v after 40 s; last window %v", entitled, last)
 }
