@@ -19,7 +19,6 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -67,6 +66,7 @@ type Agent struct {
 	window         map[string]*tenantWindow
 	windowFrom     time.Time
 	lastReport     time.Time
+	writing        *reportWrite // the report being written, if any
 	drift          int64
 
 	kick chan struct{}
@@ -452,12 +452,9 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	if a.metrics != nil {
 		a.metrics.observe(step, time.Since(start))
 	}
-	if now.Sub(a.lastReport) >= a.cfg.ReportPeriod {
-		if err := a.report(ctx, now); err != nil {
-			errs = append(errs, fmt.Errorf("writing the node's report: %w", err))
-		} else {
-			a.lastReport = now
-		}
+	errs = append(errs, a.finishReport())
+	if a.writing == nil && now.Sub(a.lastReport) >= a.cfg.ReportPeriod {
+		a.startReport(ctx, now)
 	}
 	return step, errors.Join(errs...)
 }
@@ -511,86 +508,6 @@ func (a *Agent) measure(ps *podState, s *TenantStep) {
 	}
 	ps.usage, ps.threads, ps.seen = usage, threads, true
 }
-
-func (a *Agent) accumulate(step Step) {
-	if a.windowFrom.IsZero() {
-		a.windowFrom = step.Time.Add(-step.Window)
-	}
-	for _, t := range step.Tenants {
-		w := a.window[t.Name]
-		if w == nil {
-			w = &tenantWindow{}
-			a.window[t.Name] = w
-		}
-		w.cpu += int64(t.CPU)
-		w.wait += int64(t.Wait)
-		w.entitledTime += t.Entitled * step.Window.Seconds()
-		w.backlogged = w.backlogged || t.Backlogged
-		w.runnable, w.podsNow = int32(t.Threads), int32(t.Pods)
-	}
-}
-
-// report writes this node's NodeShareReport from the figures accumulated
-// since the last one. Counters are cumulative, so a failed write loses
-// nothing: the next one carries it.
-func (a *Agent) report(ctx context.Context, now time.Time) error {
-	window := now.Sub(a.windowFrom)
-	if window <= 0 || a.windowFrom.IsZero() {
-		return nil
-	}
-	capacity := float64(a.cfg.CPUs) * window.Seconds()
-	r := &kubefairv1.NodeShareReport{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.NodeName}}
-	err := a.writer.Get(ctx, client.ObjectKeyFromObject(r), r)
-	exists := err == nil
-	if err != nil && client.IgnoreNotFound(err) != nil {
-		return err
-	}
-	r.Backend = kubefairv1.BackendCgroup
-	if a.threads != nil {
-		r.Backend = kubefairv1.Backend(a.threads.Name())
-	}
-	r.CPUs = int32(a.cfg.CPUs)
-	r.Window = metav1.Duration{Duration: window.Round(time.Millisecond)}
-	r.ObservedTime = metav1.NewTime(now)
-	r.BootID = a.bootID
-	r.DriftCorrections = a.drift
-	r.Tenants = nil
-	var entitled, achieved []float64
-	var backlogged []bool
-	names := make([]string, 0, len(a.cumulative))
-	for n := range a.cumulative {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		share := kubefairv1.TenantShare{Name: n, CPUNanoseconds: a.cumulative[n]}
-		if w := a.window[n]; w != nil {
-			share.EntitledShare = round4(w.entitledTime / window.Seconds())
-			share.AchievedShare = round4(float64(w.cpu) / 1e9 / capacity)
-			share.WaitingFraction = round4(float64(w.wait) / 1e9 / capacity)
-			share.Backlogged = w.backlogged
-			share.RunnableThreads, share.Pods = w.runnable, w.podsNow
-			entitled = append(entitled, share.EntitledShare)
-			achieved = append(achieved, share.AchievedShare)
-			backlogged = append(backlogged, share.Backlogged)
-		}
-		r.Tenants = append(r.Tenants, share)
-	}
-	r.FairnessErrorPoints = round4(fairness.MaxErrorPoints(entitled, achieved, backlogged))
-	r.JainIndex = round4(fairness.JainIndex(entitled, achieved))
-	if exists {
-		err = a.writer.Update(ctx, r)
-	} else {
-		err = a.writer.Create(ctx, r)
-	}
-	if err != nil {
-		return err
-	}
-	a.window, a.windowFrom = map[string]*tenantWindow{}, now
-	return nil
-}
-
-func round4(v float64) float64 { return math.Round(v*1e4) / 1e4 }
 
 // RestoreAll puts kubelet's values back on every pod kubefair changed
 // (uninstall: the chart's preStop runs the agent with --restore-on-exit).

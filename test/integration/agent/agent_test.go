@@ -110,12 +110,18 @@ func (w *world) startController() {
 // addTenant creates a namespace, a tenant of the given weight, and pods
 // burning threads each, in cgroups laid out as kubelet would.
 func (w *world) addTenant(name string, weight int32, pods, threads int) {
+	w.addTenantSpec(name, kubefairv1.TenantSpec{Weight: ptr.To(weight)}, pods, threads)
+}
+
+// addTenantSpec is addTenant with a spec of the test's own (a tier, say);
+// the tenant owns the namespace of its name.
+func (w *world) addTenantSpec(name string, spec kubefairv1.TenantSpec, pods, threads int) {
 	ctx := context.Background()
 	if err := w.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 		w.t.Fatal(err)
 	}
-	if err := w.k8s.Create(ctx, &kubefairv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: kubefairv1.TenantSpec{Weight: ptr.To(weight), Namespaces: []string{name}}}); err != nil {
+	spec.Namespaces = []string{name}
+	if err := w.k8s.Create(ctx, &kubefairv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}); err != nil {
 		w.t.Fatal(err)
 	}
 	w.threads[name] = threads
