@@ -69,7 +69,14 @@ type Agent struct {
 	writing        *reportWrite // the report being written, if any
 	drift          int64
 
-	kick chan struct{}
+	kick  chan struct{}
+	procs procReader
+	// The runtime's containers, listed again when a pod on the node has
+	// none known, when a pod cgroup vanishes, and every
+	// discoveryRefreshPeriods periods.
+	containers []discovery.Container
+	relist     bool
+	sinceList  int
 
 	// Last is the most recent period's outcome (tests and metrics read it).
 	Last Step
@@ -83,7 +90,28 @@ type podState struct {
 	threads     map[int]threadTimes
 	processes   []enforce.Process // with their active threads, last period
 	seen        bool              // has a previous measurement
+	// pids are the containers' processes, read again every
+	// procsRefreshPeriods busy periods (pidsAge counts them).
+	pids    []int
+	pidsAge int
 }
+
+// discoveryRefreshPeriods is how many periods the runtime's container list
+// is kept when nothing says it changed: listing returns every container's
+// full OCI spec, and decoding that each second was a fifth of the agent's
+// CPU time at 100 pods.
+const discoveryRefreshPeriods = 10
+
+// procsRefreshPeriods is how many busy periods a pod's process list is
+// kept before its containers' cgroup.procs are read again, when the agent
+// sets pod weights only. A container's processes seldom change, and
+// cgroup.procs is the dearest file the agent reads (the kernel builds and
+// sorts a pid list for it). A new process is therefore seen within this
+// many periods — its CPU time counts at once through the pod's cgroup —
+// while its threads are listed every period. With a thread backend the
+// list is read every period: a thread weight must never land on a process
+// that took over a recycled pid.
+const procsRefreshPeriods = 5
 
 // tenantWindow accumulates a tenant's figures between two reports.
 type tenantWindow struct {
@@ -147,7 +175,7 @@ func New(cfg Config, o Options) (*Agent, error) {
 	return &Agent{
 		cfg: cfg, log: o.Log, hier: o.Hierarchy, cgroups: o.Cgroups, threads: o.Threads, source: o.Source,
 		reader: o.Reader, writer: o.Writer, metrics: o.Metrics, bootID: hex.EncodeToString(b),
-		kick: make(chan struct{}, 1), pods: map[string]*podState{}, mult: map[string]float64{}, entitled: map[string]float64{}, corrCPU: map[string]time.Duration{}, corrBacklogged: map[string]bool{}, cumulative: map[string]int64{}, window: map[string]*tenantWindow{},
+		kick: make(chan struct{}, 1), procs: procReader{root: cfg.ProcRoot}, relist: true, pods: map[string]*podState{}, mult: map[string]float64{}, entitled: map[string]float64{}, corrCPU: map[string]time.Duration{}, corrBacklogged: map[string]bool{}, cumulative: map[string]int64{}, window: map[string]*tenantWindow{},
 	}, nil
 }
 
@@ -224,18 +252,35 @@ func (a *Agent) KickOnChanges(ctx context.Context, c cache.Cache) error {
 	return nil
 }
 
-// podCgroups lists the pod cgroups on the node: from containerd when there
-// is a source (a container's cgroup's parent is its pod's), else from the
-// cgroup tree. A containerd that is away falls back to the tree.
-func (a *Agent) podCgroups(ctx context.Context) (map[string]string, error) {
-	out := map[string]string{} // cgroup → pod uid
+// podRef is one pod cgroup on the node and its containers' cgroups.
+type podRef struct {
+	uid        string
+	containers []string
+}
+
+// podCgroups lists the pod cgroups on the node with their containers: from
+// containerd when there is a source (a container's cgroup's parent is its
+// pod's), else from the cgroup tree. A containerd that is away falls back
+// to the tree.
+func (a *Agent) podCgroups(ctx context.Context) (map[string]*podRef, error) {
+	out := map[string]*podRef{} // by pod cgroup
 	if a.source != nil {
-		containers, err := a.source.Containers(ctx)
+		containers, err := a.containers, error(nil)
+		if a.relist || a.sinceList >= discoveryRefreshPeriods {
+			containers, err = a.source.Containers(ctx)
+			a.containers, a.relist, a.sinceList = containers, err != nil, 0
+		}
+		a.sinceList++
 		if err == nil {
 			for _, c := range containers {
-				if c.PodUID != "" && c.Cgroup != "" {
-					out[path.Dir(c.Cgroup)] = c.PodUID
+				if c.PodUID == "" || c.Cgroup == "" {
+					continue
 				}
+				pod := path.Dir(c.Cgroup)
+				if out[pod] == nil {
+					out[pod] = &podRef{uid: c.PodUID}
+				}
+				out[pod].containers = append(out[pod].containers, c.Cgroup)
 			}
 			return out, nil
 		}
@@ -246,7 +291,11 @@ func (a *Agent) podCgroups(ctx context.Context) (map[string]string, error) {
 		return nil, err
 	}
 	for _, p := range pods {
-		out[p.Path] = p.UID
+		ref := &podRef{uid: p.UID, containers: []string{p.Path}} // kubelet leaves the pod's own cgroup empty; read it anyway
+		for _, c := range p.Containers {
+			ref.containers = append(ref.containers, p.Path+"/"+c)
+		}
+		out[p.Path] = ref
 	}
 	return out, nil
 }
@@ -273,10 +322,18 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		return Step{}, fmt.Errorf("listing tenants: %w", err)
 	}
 	byUID := make(map[string]*corev1.Pod, len(podList.Items))
+	discovered := make(map[string]bool, len(cgroups))
+	for _, ref := range cgroups {
+		discovered[ref.uid] = true
+	}
 	for i := range podList.Items {
 		p := &podList.Items[i]
-		if p.Spec.NodeName == a.cfg.NodeName {
-			byUID[string(p.UID)] = p
+		if p.Spec.NodeName != a.cfg.NodeName {
+			continue
+		}
+		byUID[string(p.UID)] = p
+		if !discovered[string(p.UID)] && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			a.relist = true // a pod whose containers are not (yet) known: ask the runtime again
 		}
 	}
 
@@ -288,7 +345,8 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	acc := map[string]*tenantAcc{}
 	var leaving []enforce.Pod
 	current := map[string]bool{}
-	for cg, uid := range cgroups {
+	for cg, ref := range cgroups {
+		uid := ref.uid
 		pod := byUID[uid]
 		var member membership
 		ok := pod != nil
@@ -315,7 +373,7 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		}
 		ta.pods = append(ta.pods, ps)
 		ta.step.Pods++
-		a.measure(ps, &ta.step)
+		a.measure(ps, ref.containers, &ta.step)
 	}
 	for cg, ps := range a.pods {
 		if !current[cg] {
@@ -387,13 +445,19 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		}
 	}
 
-	// Group weights: the entitled share times the correction; a tenant with
+	// Group weights: the entitled share times the correction. A tenant with
 	// no demand this period keeps its plain weight share, so that it gets
-	// its due at once when it wakes up.
-	var weightSum float64
-	for _, n := range names {
+	// its due at once when it wakes up; and while the node has CPU to spare
+	// (the tenants together want less than all of it) every tenant gets
+	// what it wants whatever the weights, so they stay at the plain weight
+	// shares — the right start when contention begins — instead of
+	// following every period's noisy demand with a write per pod.
+	var weightSum, demandSum float64
+	for i, n := range names {
 		weightSum += float64(acc[n].step.Weight)
+		demandSum += principals[i].Demand
 	}
+	spare := demandSum < 1
 	plan := enforce.Plan{}
 	var groupSum float64
 	group := make([]float64, len(names))
@@ -401,7 +465,7 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		a.mult[n] = mult[i]
 		acc[n].step.Multiplier = mult[i]
 		share := entitled[i]
-		if share <= 0 {
+		if share <= 0 || spare {
 			share = float64(acc[n].step.Weight) / weightSum
 		}
 		group[i] = share * mult[i]
@@ -443,6 +507,9 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	}
 	a.drift += int64(res.Drift)
 
+	a.procs.sweep()
+	a.hier.Sweep()
+
 	step := Step{Time: now, Window: dt, Plan: plan, Result: res}
 	for _, n := range names {
 		step.Tenants = append(step.Tenants, acc[n].step)
@@ -461,18 +528,34 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 
 // measure adds one pod's CPU, waiting time and active threads in the
 // period to its tenant's step.
-func (a *Agent) measure(ps *podState, s *TenantStep) {
+func (a *Agent) measure(ps *podState, containers []string, s *TenantStep) {
 	usage, err := a.hier.UsageNanoseconds(ps.cgroup)
 	if err != nil {
-		return // vanished mid-period
+		a.relist = true // vanished: the runtime's list is out of date
+		return
 	}
-	pids, _ := a.hier.Procs(ps.cgroup)
-	threads := map[int]threadTimes{}
-	owner := map[int]int{} // tid → pid
-	for _, pid := range pids {
-		for tid, tt := range readThreads(a.cfg.ProcRoot, pid) {
-			threads[tid], owner[tid] = tt, pid
+	if ps.seen && usage == ps.usage {
+		// No thread of the pod ran: none is active, and none waited long
+		// enough to matter (a runnable thread starved for a whole period
+		// shows its wait when it next runs, as the counters are
+		// cumulative). Skipping /proc keeps an idle node cheap.
+		ps.processes = ps.processes[:0]
+		return
+	}
+	if a.threads != nil || len(ps.pids) == 0 || ps.pidsAge%procsRefreshPeriods == 0 {
+		ps.pids = ps.pids[:0]
+		for _, c := range containers {
+			ps.pids, _ = a.hier.AppendProcs(ps.pids, c)
 		}
+	}
+	ps.pidsAge++
+	pids := ps.pids
+	threads := make(map[int]threadTimes, len(ps.threads))
+	owner := make(map[int]int, len(ps.threads)) // tid → pid
+	for _, pid := range pids {
+		a.procs.readThreads(pid, func(tid int, tt threadTimes) {
+			threads[tid], owner[tid] = tt, pid
+		})
 	}
 	// The pod's processes with the threads that ran or waited this period:
 	// a thread policy divides a process's weight among those only.

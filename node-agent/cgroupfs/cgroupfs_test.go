@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -100,6 +101,12 @@ func TestBothVersions(t *testing.T) {
 		if procs, err := h.Procs("/kubepods/burstable/poda"); err != nil || len(procs) != 2 {
 			t.Fatalf("procs = %v, %v", procs, err)
 		}
+		if procs, err := h.AppendProcs([]int{7}, "/kubepods/burstable/poda/ctr1"); err != nil || !slices.Equal(procs, []int{7, 11, 12}) {
+			t.Fatalf("AppendProcs(ctr1) = %v, %v; want [7 11 12]", procs, err)
+		}
+		if procs, err := h.AppendProcs(nil, "/kubepods/burstable/poda"); err != nil || len(procs) != 0 {
+			t.Fatalf("AppendProcs(pod) = %v, %v; want none (they are in ctr1)", procs, err)
+		}
 
 		b, err := NewBackend(h, t.TempDir())
 		if err != nil {
@@ -116,6 +123,19 @@ func TestBothVersions(t *testing.T) {
 		}
 		if res, _ := b.Apply(plan); res.Writes != 0 {
 			t.Fatalf("an unchanged plan wrote %d values", res.Writes)
+		}
+		// The closed loop's nudges of 1 % or less are not written; more are.
+		nudge := func(shares uint64) enforce.Plan {
+			return enforce.Plan{Pods: []enforce.Pod{{Cgroup: "/kubepods/burstable/poda", Shares: shares}, plan.Pods[1]}}
+		}
+		if res, _ := b.Apply(nudge(2060)); res.Writes != 0 || res.Drift != 0 || fileValue(t, root, h, "/kubepods/burstable/poda") != want[0] {
+			t.Fatalf("a 0.6 %% nudge: %+v, file %s", res, fileValue(t, root, h, "/kubepods/burstable/poda"))
+		}
+		if res, _ := b.Apply(nudge(2100)); res.Writes != 1 || res.Drift != 0 {
+			t.Fatalf("a 2.5 %% change: %+v, want one write", res)
+		}
+		if _, err := b.Apply(plan); err != nil {
+			t.Fatal(err)
 		}
 
 		// Someone else (kubelet on a resize) rewrites a value: counted and undone.

@@ -26,14 +26,16 @@ const (
 
 // containerd lists containers through containerd's Containers service
 // (gRPC, in one namespace — k8s.io for kubelet's), reading each one's CRI
-// labels and, from its OCI spec, the cgroup path; PIDs come from that
-// cgroup's cgroup.procs, so a container whose processes come and go is
-// always read as it is now.
+// labels and, from its OCI spec, the cgroup path.
 type containerd struct {
 	conn      *grpc.ClientConn
 	client    containersapi.ContainersClient
 	namespace string
-	cgroups   *cgroupfs.Hierarchy // maps runtime cgroup paths, reads cgroup.procs
+	cgroups   *cgroupfs.Hierarchy // maps runtime cgroup paths
+	// cgroupOf caches each container's cgroup from its spec: the CRI
+	// plugin never changes a container's cgroupsPath, and decoding every
+	// spec every period would be most of discovery's cost.
+	cgroupOf map[string]string
 }
 
 // NewContainerd connects to containerd's socket. The connection is made
@@ -44,7 +46,7 @@ func NewContainerd(address, namespace string, cgroups *cgroupfs.Hierarchy) (Sour
 	if err != nil {
 		return nil, fmt.Errorf("containerd at %s: %w", address, err)
 	}
-	return &containerd{conn: conn, client: containersapi.NewContainersClient(conn), namespace: namespace, cgroups: cgroups}, nil
+	return &containerd{conn: conn, client: containersapi.NewContainersClient(conn), namespace: namespace, cgroups: cgroups, cgroupOf: map[string]string{}}, nil
 }
 
 // runtimeSpec is the part of the OCI runtime spec discovery reads.
@@ -63,6 +65,7 @@ func (c *containerd) Containers(ctx context.Context) ([]Container, error) {
 		return nil, fmt.Errorf("listing containers in containerd namespace %s: %w", c.namespace, err)
 	}
 	var out []Container
+	seen := make(map[string]string, len(resp.Containers))
 	for _, ct := range resp.Containers {
 		uid := ct.Labels[LabelPodUID]
 		if uid == "" {
@@ -72,18 +75,27 @@ func (c *containerd) Containers(ctx context.Context) ([]Container, error) {
 			ID: ct.ID, PodUID: uid, PodNamespace: ct.Labels[LabelPodNamespace], PodName: ct.Labels[LabelPodName],
 			Name: ct.Labels[LabelContainer], Sandbox: ct.Labels[labelContainerType] == "sandbox",
 		}
-		if ct.Spec != nil {
-			var spec runtimeSpec
-			if err := json.Unmarshal(ct.Spec.GetValue(), &spec); err == nil && spec.Linux != nil {
-				if cg, ok := c.cgroups.FromRuntime(spec.Linux.CgroupsPath); ok {
-					cont.Cgroup = cg
-					cont.PIDs, _ = c.cgroups.Procs(cg)
-				}
-			}
+		cg, known := c.cgroupOf[ct.ID]
+		if !known {
+			cg = c.cgroupFromSpec(ct)
 		}
+		seen[ct.ID] = cg
+		cont.Cgroup = cg
 		out = append(out, cont)
 	}
+	c.cgroupOf = seen
 	return out, nil
+}
+
+// cgroupFromSpec is the container's cgroup in the agent's hierarchy, from
+// its OCI spec; "" when it has none there.
+func (c *containerd) cgroupFromSpec(ct *containersapi.Container) string {
+	var spec runtimeSpec
+	if ct.Spec == nil || json.Unmarshal(ct.Spec.GetValue(), &spec) != nil || spec.Linux == nil {
+		return ""
+	}
+	cg, _ := c.cgroups.FromRuntime(spec.Linux.CgroupsPath)
+	return cg
 }
 
 // Close ends the connection.

@@ -86,18 +86,8 @@ func (d *Daemon) Run(ctx context.Context, c Container) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("preparing the rootfs of %s: %w", c.ID, err)
 	}
-	spec, err := json.Marshal(runtimeSpec(c))
-	if err != nil {
+	if err := register(ctx, conn, c, c.ID); err != nil {
 		return 0, err
-	}
-	_, err = containersapi.NewContainersClient(conn).Create(ctx, &containersapi.CreateContainerRequest{Container: &containersapi.Container{
-		ID: c.ID, Labels: c.Labels, Image: c.Image,
-		Runtime:     &containersapi.Container_Runtime{Name: "io.containerd.runc.v2"},
-		Spec:        &anypb.Any{TypeUrl: "types.containerd.io/opencontainers/runtime-spec/1/Spec", Value: spec},
-		Snapshotter: snapshotter, SnapshotKey: c.ID,
-	}})
-	if err != nil {
-		return 0, fmt.Errorf("creating container %s: %w", c.ID, err)
 	}
 	tasks := tasksapi.NewTasksClient(conn)
 	created, err := tasks.Create(ctx, &tasksapi.CreateTaskRequest{ContainerID: c.ID, Rootfs: snap.Mounts})
@@ -108,6 +98,38 @@ func (d *Daemon) Run(ctx context.Context, c Container) (int, error) {
 		return 0, fmt.Errorf("starting %s: %w", c.ID, err)
 	}
 	return int(created.Pid), nil
+}
+
+// Register creates the container's record only — labels, image and OCI
+// spec, no rootfs and no task — as containerd holds it between the CRI
+// plugin's CreateContainer and StartContainer. Discovery reads nothing
+// more; Remove deletes it.
+func (d *Daemon) Register(ctx context.Context, c Container) error {
+	conn, ctx, err := d.client(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return register(ctx, conn, c, "")
+}
+
+func register(ctx context.Context, conn *grpc.ClientConn, c Container, snapshotKey string) error {
+	spec, err := json.Marshal(runtimeSpec(c))
+	if err != nil {
+		return err
+	}
+	ct := &containersapi.Container{
+		ID: c.ID, Labels: c.Labels, Image: c.Image,
+		Runtime: &containersapi.Container_Runtime{Name: "io.containerd.runc.v2"},
+		Spec:    &anypb.Any{TypeUrl: "types.containerd.io/opencontainers/runtime-spec/1/Spec", Value: spec},
+	}
+	if snapshotKey != "" {
+		ct.Snapshotter, ct.SnapshotKey = snapshotter, snapshotKey
+	}
+	if _, err := containersapi.NewContainersClient(conn).Create(ctx, &containersapi.CreateContainerRequest{Container: ct}); err != nil {
+		return fmt.Errorf("creating container %s: %w", c.ID, err)
+	}
+	return nil
 }
 
 // Remove kills the container's task and deletes the task, the container
@@ -136,7 +158,9 @@ func (d *Daemon) Remove(ctx context.Context, id string) error {
 	_, err = containersapi.NewContainersClient(conn).Delete(ctx, &containersapi.DeleteContainerRequest{ID: id})
 	errs = append(errs, err)
 	_, err = snapshotsapi.NewSnapshotsClient(conn).Remove(ctx, &snapshotsapi.RemoveSnapshotRequest{Snapshotter: snapshotter, Key: id})
-	errs = append(errs, err)
+	if status.Code(err) != codes.NotFound { // a registered container has no snapshot
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("removing container %s: %w", id, err)
 	}

@@ -113,6 +113,7 @@ func TestRuncContainers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	h := w.hierarchy()
 	checkDiscovered := func() {
 		t.Helper()
 		found, err := src.Containers(context.Background())
@@ -124,9 +125,10 @@ func TestRuncContainers(t *testing.T) {
 		}
 		for _, c := range found {
 			pod := podcgroups.PodCgroup(c.PodUID)
+			pids, err := h.AppendProcs(nil, c.Cgroup)
 			if c.Cgroup != pod+"/"+c.ID || !slices.Contains(w.pods[c.PodNamespace], pod) || c.Sandbox == (c.Name == "burner") ||
-				!slices.Equal(c.PIDs, []int{w.started[c.ID]}) {
-				t.Errorf("discovered %+v; want cgroup %s/%s, PID %d", c, pod, c.ID, w.started[c.ID])
+				err != nil || !slices.Equal(pids, []int{w.started[c.ID]}) {
+				t.Errorf("discovered %+v with processes %v (%v); want cgroup %s/%s holding PID %d", c, pids, err, pod, c.ID, w.started[c.ID])
 			}
 		}
 	}
@@ -175,7 +177,7 @@ func TestRuncContainers(t *testing.T) {
 }
 
 // shortTempDir keeps the containerd socket path under the 108-byte limit.
-func shortTempDir(t *testing.T) (string, error) {
+func shortTempDir(t testing.TB) (string, error) {
 	dir := filepath.Join("/tmp", fmt.Sprintf("kf-ctrd-%d", time.Now().UnixNano()%1e9))
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	return dir, os.MkdirAll(dir, 0o700)

@@ -101,7 +101,7 @@ func TestFaults(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	// Generous: after an API server outage, informers retry with a backoff
 	// of up to 30 s.
