@@ -329,7 +329,7 @@ func (w *world) converge(entitled map[string]float64) convergence {
 			break
 		}
 	}
-	w.t.Logf("after the change: %.1f points off from 2 s on; within 2 points from %v", c.err, c.time)
+	w.t.Logf("after the change: %.1f points off from 2 s on; within 2 points from %v", c.err, c)
 	return c
 }
 
