@@ -18,6 +18,7 @@ HELM           := $(TOOLS_BIN)/helm-$(HELM_VERSION)
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
 
 GO_TEST_FLAGS ?=
+DEMO_FLAGS    ?=
 
 # Components append the targets their suites need before `go test` runs
 # (kernel images, cluster binaries, container images), in their own section
@@ -39,10 +40,11 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types.
 	$(CONTROLLER_GEN) object paths="./api/..."
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) $(HELM) ## Generate CRDs and RBAC from markers (config/) and the chart's copies of them.
+manifests: $(CONTROLLER_GEN) $(HELM) ## Generate CRDs and RBAC from markers (config/), the chart's copies of them, and the agent's seccomp profile.
 	$(CONTROLLER_GEN) crd:allowDangerousTypes=true paths="./api/..." output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=kubefair-controller paths="./controllers/..." output:rbac:artifacts:config=config/rbac
 	HELM=$(HELM) hack/sync-chart.sh
+	go run ./node-agent/cmd/kubefair-agent --print-seccomp-profile > config/seccomp/kubefair-agent.json
 
 .PHONY: verify
 verify: generate manifests lint ## Regenerate everything and fail if the tree changed.
@@ -92,6 +94,19 @@ kernel: ## Build the patched Linux 6.12 (kernel/series) and the same kernel unpa
 	kernel/build.sh
 TEST_PREREQS += kernel
 
+.PHONY: cluster-binaries
+cluster-binaries: ## Build every Kubernetes binary of the local cluster (cached).
+	K8S_VERSION=$(K8S_VERSION) ETCD_VERSION=$(ETCD_VERSION) hack/build-k8s.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl
+TEST_PREREQS += cluster-binaries
+
+.PHONY: cluster-up
+cluster-up: deps cluster-binaries helm ## Start the local single-node cluster (root), kubefair's images imported.
+	go run ./hack/cluster up
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local cluster and leave the machine as it was.
+	go run ./hack/cluster down
+
 ##@ Test and demo
 
 .PHONY: test
@@ -99,5 +114,5 @@ test: tools verify $(TEST_PREREQS) ## Run every test suite (needs root for the n
 	go test $(GO_TEST_FLAGS) -count=1 -timeout 45m -p 1 ./...
 
 .PHONY: demo
-demo: tools ## Run kubefair against a real API server and print `kubectl get tenants`.
-	go run ./hack/demo
+demo: tools cluster-binaries helm ## kubefair on a real local cluster: helm install, tenants, stock vs kubefair, `kubectl get tenants` (DEMO_FLAGS=-embedded without containers).
+	go run ./hack/demo $(DEMO_FLAGS)

@@ -3,7 +3,7 @@
 # cache outside the repository, once. Used by envtest (etcd, kube-apiserver)
 # and by the local cluster (all of them). Prints the bin directory.
 #
-#   hack/build-k8s.sh etcd kube-apiserver [kube-controller-manager kube-scheduler kubelet]
+#   hack/build-k8s.sh etcd kube-apiserver [kube-controller-manager kube-scheduler kubelet kubectl]
 set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-v1.34.1}
@@ -45,7 +45,7 @@ build_kube() {
        echo '//go:build tools'
        echo 'package tools'
        echo 'import ('
-       for c in kube-apiserver kube-controller-manager kube-scheduler kubelet; do echo "  _ \"k8s.io/kubernetes/cmd/$c\""; done
+       for c in kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl; do echo "  _ \"k8s.io/kubernetes/cmd/$c\""; done
        echo ')'
      } > tools.go
      GOFLAGS=-mod=mod go mod tidy -e >/dev/null 2>&1 || true
@@ -63,7 +63,7 @@ for b in "${want[@]}"; do
   [ -x "$BIN/$b" ] && continue
   case $b in
     etcd) log "building etcd $ETCD_VERSION"; build_etcd ;;
-    kube-apiserver|kube-controller-manager|kube-scheduler|kubelet) kube+=("$b") ;;
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kubectl) kube+=("$b") ;;
     *) echo "build-k8s: unknown binary $b" >&2; exit 2 ;;
   esac
 done

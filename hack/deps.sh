@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
   # real container runtime for the agent and end-to-end tests
   containerd runc containernetworking-plugins iproute2 iptables
+  # tracing the agent's system calls (its seccomp allow-list)
+  strace
   # kernel build and QEMU guests
   linux-source-6.12 xz-utils qemu-system-x86 busybox-static flex bison bc libelf-dev libssl-dev cpio gcc make
   # certificates for the local cluster

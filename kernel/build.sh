@@ -76,6 +76,11 @@ build() { # build <name>
    if [ "$name" = patched ] && ! grep -q '^CONFIG_SCHED_WEIGHT=y' .config; then
      log "CONFIG_SCHED_WEIGHT did not survive olddefconfig"; exit 1
    fi
+   # The agent's seccomp filter runs in both guests; Kconfig drops it silently
+   # when a dependency (CONFIG_NET) is missing.
+   if ! grep -q '^CONFIG_SECCOMP_FILTER=y' .config; then
+     log "CONFIG_SECCOMP_FILTER did not survive olddefconfig"; exit 1
+   fi
    log "building the $name bzImage (a few minutes when cold)"
    make -s -j"$jobs" bzImage >/dev/null
    echo "$stamp" > .kubefair-stamp)

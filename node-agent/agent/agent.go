@@ -39,6 +39,9 @@ type Config struct {
 	// CPUs of the node that the pods share.
 	CPUs       int
 	Correction fairness.Correction
+	// StateDir keeps what the closed loops learnt across restarts; "" keeps
+	// it in memory only.
+	StateDir string
 }
 
 // Agent runs the loop. Create it with New.
@@ -55,19 +58,19 @@ type Agent struct {
 	metrics  *Metrics
 	lastStep time.Time
 
-	pods     map[string]*podState // by pod cgroup
-	mult     map[string]float64   // tenant → closed-loop multiplier
-	entitled map[string]float64   // tenant → entitled share last period
-	// What the correction learns from, accumulated over ≥ one period.
-	corrTime       time.Duration
-	corrCPU        map[string]time.Duration
-	corrBacklogged map[string]bool
-	cumulative     map[string]int64 // tenant → CPU ns since this boot
-	window         map[string]*tenantWindow
-	windowFrom     time.Time
-	lastReport     time.Time
-	writing        *reportWrite // the report being written, if any
-	drift          int64
+	pods map[string]*podState // by pod cgroup
+	// The closed loops: over the tenants, and over each tenant's workloads.
+	tenantLoop    *closedLoop
+	workloadLoops map[string]*closedLoop
+	// nodeUsage is the node's CPU counter at the last step (0: unknown).
+	nodeUsage  uint64
+	nodeReadAt time.Time
+	cumulative map[string]int64 // tenant → CPU ns since this boot
+	window     map[string]*tenantWindow
+	windowFrom time.Time
+	lastReport time.Time
+	writing    *reportWrite // the report being written, if any
+	drift      int64
 
 	kick  chan struct{}
 	procs procReader
@@ -86,10 +89,14 @@ type Agent struct {
 type podState struct {
 	uid, cgroup string
 	member      membership
-	usage       uint64 // cpuacct counter at the last period
+	usage       uint64    // cpuacct counter at the last period
+	readAt      time.Time // when usage was read
 	threads     map[int]threadTimes
 	processes   []enforce.Process // with their active threads, last period
 	seen        bool              // has a previous measurement
+	// The pod's figures in the last step, for its workload's closed loop.
+	cpu        time.Duration
+	backlogged bool
 	// pids are the containers' processes, read again every
 	// procsRefreshPeriods busy periods (pidsAge counts them).
 	pids    []int
@@ -172,11 +179,14 @@ func New(cfg Config, o Options) (*Agent, error) {
 	}
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
-	return &Agent{
+	a := &Agent{
 		cfg: cfg, log: o.Log, hier: o.Hierarchy, cgroups: o.Cgroups, threads: o.Threads, source: o.Source,
 		reader: o.Reader, writer: o.Writer, metrics: o.Metrics, bootID: hex.EncodeToString(b),
-		kick: make(chan struct{}, 1), procs: procReader{root: cfg.ProcRoot}, relist: true, pods: map[string]*podState{}, mult: map[string]float64{}, entitled: map[string]float64{}, corrCPU: map[string]time.Duration{}, corrBacklogged: map[string]bool{}, cumulative: map[string]int64{}, window: map[string]*tenantWindow{},
-	}, nil
+		kick: make(chan struct{}, 1), procs: procReader{root: cfg.ProcRoot}, relist: true, pods: map[string]*podState{}, cumulative: map[string]int64{}, window: map[string]*tenantWindow{},
+		tenantLoop: newClosedLoop(cfg.Correction), workloadLoops: map[string]*closedLoop{},
+	}
+	a.loadLoops()
+	return a, nil
 }
 
 // BootID identifies this run of the agent in its reports.
@@ -373,7 +383,7 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		}
 		ta.pods = append(ta.pods, ps)
 		ta.step.Pods++
-		a.measure(ps, ref.containers, &ta.step)
+		a.measure(ps, ref.containers, &ta.step, dt)
 	}
 	for cg, ps := range a.pods {
 		if !current[cg] {
@@ -386,16 +396,17 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		}
 	}
 
-	// Entitlements over the tenants with pods here, by the fairness model.
+	// Entitlements over the tenants with pods here, by the fairness model,
+	// of the CPU time left to them: what the node spent on anything else
+	// (system daemons, pods of no tenant) no pod weight can give them.
 	names := make([]string, 0, len(acc))
 	for n := range acc {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	principals := make([]fairness.Principal, len(names))
-	achieved := make([]float64, len(names))
-	backlogged := make([]bool, len(names))
 	capacity := float64(a.cfg.CPUs) * dt.Seconds()
+	var tenantsCPU time.Duration
 	for i, n := range names {
 		s := &acc[n].step
 		demand := (s.CPU + s.Wait).Seconds() / capacity
@@ -406,63 +417,34 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		s.Achieved = s.CPU.Seconds() / capacity
 		// Backlogged: its threads waited for CPU for more than 2 % of the period.
 		s.Backlogged = s.Wait.Seconds() > 0.02*dt.Seconds()
-		achieved[i], backlogged[i] = s.Achieved, s.Backlogged
+		tenantsCPU += s.CPU
 	}
-	entitled := fairness.EntitledShares(principals, a.cfg.CPUs)
-	mult := make([]float64, len(names))
-	moved := make([]bool, len(names))
+	left := a.leftToTenants(tenantsCPU, dt)
+	entitled := fairness.Divide(left, principals, a.cfg.CPUs)
+	loop := make([]measured, len(names))
 	for i, n := range names {
 		acc[n].step.Entitled = entitled[i]
-		mult[i] = a.mult[n]
-		prev := a.entitled[n]
-		moved[i] = prev > 0 && math.Abs(entitled[i]-prev) > 0.1*prev
-		a.entitled[n] = entitled[i]
+		loop[i] = measured{name: n, entitled: entitled[i], cpu: acc[n].step.CPU, backlogged: acc[n].step.Backlogged}
 	}
-	// The correction learns from windows of at least one period: a kicked
-	// step's short window only adds to the next full one.
-	a.corrTime += dt
-	for i, n := range names {
-		a.corrCPU[n] += acc[n].step.CPU
-		a.corrBacklogged[n] = a.corrBacklogged[n] || backlogged[i]
-	}
-	if a.corrTime >= a.cfg.Period {
-		corrAchieved := make([]float64, len(names))
-		corrBacklogged := make([]bool, len(names))
-		for i, n := range names {
-			corrAchieved[i] = a.corrCPU[n].Seconds() / (float64(a.cfg.CPUs) * a.corrTime.Seconds())
-			corrBacklogged[i] = a.corrBacklogged[n]
-		}
-		mult = a.cfg.Correction.Update(mult, entitled, corrAchieved, corrBacklogged)
-		a.corrTime, a.corrCPU, a.corrBacklogged = 0, map[string]time.Duration{}, map[string]bool{}
-	}
-	for i := range moved {
-		// A multiplier is learnt for one configuration, and this period's
-		// measurement belongs to the old one: when a tenant's entitlement
-		// moves (a weight change, tenants or pods coming and going), start
-		// again from the open-loop weight.
-		if moved[i] {
-			mult[i] = 1
-		}
-	}
+	mult := a.tenantLoop.step(loop, dt, a.cfg.Period)
 
 	// Group weights: the entitled share times the correction. A tenant with
 	// no demand this period keeps its plain weight share, so that it gets
 	// its due at once when it wakes up; and while the node has CPU to spare
-	// (the tenants together want less than all of it) every tenant gets
-	// what it wants whatever the weights, so they stay at the plain weight
-	// shares — the right start when contention begins — instead of
-	// following every period's noisy demand with a write per pod.
+	// (the tenants together want less than what is left to them) every
+	// tenant gets what it wants whatever the weights, so they stay at the
+	// plain weight shares — the right start when contention begins —
+	// instead of following every period's noisy demand with a write per pod.
 	var weightSum, demandSum float64
 	for i, n := range names {
 		weightSum += float64(acc[n].step.Weight)
 		demandSum += principals[i].Demand
 	}
-	spare := demandSum < 1
+	spare := demandSum < left
 	plan := enforce.Plan{}
 	var groupSum float64
 	group := make([]float64, len(names))
 	for i, n := range names {
-		a.mult[n] = mult[i]
 		acc[n].step.Multiplier = mult[i]
 		share := entitled[i]
 		if share <= 0 || spare {
@@ -471,13 +453,23 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		group[i] = share * mult[i]
 		groupSum += group[i]
 	}
-	managed := 0
+	var managed []*podState
 	for _, n := range names {
-		managed += len(acc[n].pods)
+		managed = append(managed, acc[n].pods...)
 	}
-	budget := 1024 * float64(managed) // pods average kubelet's 1 CPU = 1024
+	budget := a.podWeightBudget(managed)
+	for k := range a.workloadLoops {
+		if _, ok := acc[k]; !ok {
+			delete(a.workloadLoops, k)
+		}
+	}
 	for i, n := range names {
-		for ps, w := range splitTenant(group[i]/groupSum, acc[n].pods) {
+		wl := a.workloadLoops[n]
+		if wl == nil {
+			wl = newClosedLoop(a.cfg.Correction)
+			a.workloadLoops[n] = wl
+		}
+		for ps, w := range splitTenant(group[i]/groupSum, acc[n].pods, wl, dt, a.cfg.Period) {
 			shares := uint64(math.Round(w * budget))
 			plan.Pods = append(plan.Pods, enforce.Pod{UID: ps.uid, Tenant: n, Cgroup: ps.cgroup,
 				Shares: min(max(shares, fairness.MinShares), fairness.MaxShares), ThreadPolicy: ps.member.policy,
@@ -506,7 +498,6 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		res.ApproxErrorPoints = tres.ApproxErrorPoints
 	}
 	a.drift += int64(res.Drift)
-
 	a.procs.sweep()
 	a.hier.Sweep()
 
@@ -526,20 +517,69 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	return step, errors.Join(errs...)
 }
 
+// leftToTenants is the fraction of the node's CPU time in the step that
+// went to the tenants or to nobody: 1 minus what the node spent on
+// everything else, from the node's own CPU counter. It is 1 when the
+// counter cannot be read.
+func (a *Agent) leftToTenants(tenantsCPU, dt time.Duration) float64 {
+	usage, err := a.hier.NodeUsageNanoseconds()
+	readAt := time.Now()
+	prev, prevAt := a.nodeUsage, a.nodeReadAt
+	a.nodeUsage, a.nodeReadAt = usage, readAt
+	if err != nil || prev == 0 || usage < prev || !readAt.After(prevAt) || dt <= 0 {
+		return 1
+	}
+	// The node's CPU rate over its own read interval, like the pods'.
+	node := float64(usage-prev) / 1e9 / readAt.Sub(prevAt).Seconds()
+	others := node - tenantsCPU.Seconds()/dt.Seconds() // CPUs
+	return math.Min(1, math.Max(0, 1-others/float64(a.cfg.CPUs)))
+}
+
+// minPodShares keeps enough resolution to split a budget when kubelet's
+// values are tiny (a BestEffort pod has 2 shares).
+const minPodShares = 32
+
+// podWeightBudget is the total weight kubefair splits among the tenants'
+// pods: what kubelet gave those pods (their requests), so that kubefair
+// moves weight between tenants without changing what tenants' pods
+// together weigh against everything else in their QoS cgroup — kubefair's
+// own agent and controller, system pods, pods of no tenant.
+func (a *Agent) podWeightBudget(pods []*podState) float64 {
+	var budget float64
+	for _, ps := range pods {
+		shares, err := a.cgroups.KubeletShares(ps.cgroup)
+		if err != nil {
+			shares = 1024 // vanished since measured; it gets nothing written anyway
+		}
+		budget += float64(max(shares, minPodShares))
+	}
+	return budget
+}
+
 // measure adds one pod's CPU, waiting time and active threads in the
 // period to its tenant's step.
-func (a *Agent) measure(ps *podState, containers []string, s *TenantStep) {
+func (a *Agent) measure(ps *podState, containers []string, s *TenantStep, dt time.Duration) {
 	usage, err := a.hier.UsageNanoseconds(ps.cgroup)
 	if err != nil {
 		a.relist = true // vanished: the runtime's list is out of date
 		return
 	}
+	// Shares compare tenants over the same window: a pod's CPU is its rate
+	// over the interval between its own two reads, times the step's dt, so
+	// a step that is itself slow (an agent short of CPU) does not skew them.
+	readAt := time.Now()
+	scale := 1.0
+	if ps.seen && readAt.After(ps.readAt) && dt > 0 {
+		scale = min(4, max(0.25, float64(dt)/float64(readAt.Sub(ps.readAt))))
+	}
+	ps.readAt = readAt
 	if ps.seen && usage == ps.usage {
 		// No thread of the pod ran: none is active, and none waited long
 		// enough to matter (a runnable thread starved for a whole period
 		// shows its wait when it next runs, as the counters are
 		// cumulative). Skipping /proc keeps an idle node cheap.
 		ps.processes = ps.processes[:0]
+		ps.cpu, ps.backlogged = 0, false
 		return
 	}
 	if a.threads != nil || len(ps.pids) == 0 || ps.pidsAge%procsRefreshPeriods == 0 {
@@ -560,11 +600,14 @@ func (a *Agent) measure(ps *podState, containers []string, s *TenantStep) {
 	// The pod's processes with the threads that ran or waited this period:
 	// a thread policy divides a process's weight among those only.
 	active := map[int][]int{}
+	ps.cpu, ps.backlogged = 0, false
+	var wait time.Duration
 	if ps.seen {
 		if usage >= ps.usage {
 			d := time.Duration(usage - ps.usage)
-			s.CPU += d
-			a.cumulative[ps.member.tenant] += int64(d)
+			ps.cpu = time.Duration(float64(d) * scale)
+			s.CPU += ps.cpu
+			a.cumulative[ps.member.tenant] += int64(d) // billing: the exact counter
 		}
 		for tid, now := range threads {
 			before, ok := ps.threads[tid]
@@ -575,7 +618,7 @@ func (a *Agent) measure(ps *podState, containers []string, s *TenantStep) {
 				continue
 			}
 			dRun, dWait := now.run-before.run, now.wait-before.wait
-			s.Wait += time.Duration(dWait)
+			wait += time.Duration(float64(dWait) * scale)
 			if dRun+dWait > 0 {
 				s.Threads++
 				active[owner[tid]] = append(active[owner[tid]], tid)
@@ -589,11 +632,13 @@ func (a *Agent) measure(ps *podState, containers []string, s *TenantStep) {
 			ps.processes = append(ps.processes, enforce.Process{PID: pid, Threads: tids})
 		}
 	}
+	s.Wait += wait
+	ps.backlogged = wait > a.cfg.Period/50 // waited for more than 2 % of a period
 	ps.usage, ps.threads, ps.seen = usage, threads, true
 }
 
 // RestoreAll puts kubelet's values back on every pod kubefair changed
-// (uninstall: the chart's preStop runs the agent with --restore-on-exit).
+// (the agent's --restore-on-exit, after Run has returned).
 func (a *Agent) RestoreAll() error {
 	err := a.cgroups.Restore(a.cgroups.Managed())
 	if r, ok := a.threads.(interface{ RestoreAll() error }); ok {

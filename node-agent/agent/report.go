@@ -52,6 +52,9 @@ func (a *Agent) startReport(ctx context.Context, now time.Time) {
 	if a.windowFrom.IsZero() || !now.After(a.windowFrom) {
 		return
 	}
+	if err := a.saveLoops(); err != nil { // once a report period, API server or not
+		a.log.Info("could not keep the closed loops' state", "error", err.Error())
+	}
 	r := a.buildReport(now)
 	w := &reportWrite{done: make(chan error, 1), at: now, window: a.window, from: a.windowFrom}
 	a.window, a.windowFrom, a.writing = map[string]*tenantWindow{}, now, w

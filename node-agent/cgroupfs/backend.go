@@ -87,7 +87,11 @@ func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 			changed = true
 		}
 		if last, ok := b.state.Written[pod.Cgroup]; ok && have != last {
+			// Someone else wrote: kubelet, on an in-place resize. Its new
+			// value is the one to give back when kubefair lets go.
 			res.Drift++
+			b.state.Original[pod.Cgroup] = have
+			changed = true
 		}
 		kept := have
 		if significant(have, want) {
@@ -141,6 +145,23 @@ func (b *Backend) Restore(pods []enforce.Pod) error {
 	}
 	errs = append(errs, b.save())
 	return errors.Join(errs...)
+}
+
+// KubeletShares is the weight kubelet gave a pod cgroup, in cpu.shares
+// units: the value it had before kubefair first wrote (or kubelet's latest
+// rewrite), else what is on disk now. os.ErrNotExist: the cgroup is gone.
+func (b *Backend) KubeletShares(cgroup string) (uint64, error) {
+	b.mu.Lock()
+	orig, ok := b.state.Original[cgroup]
+	b.mu.Unlock()
+	if ok {
+		return b.h.Shares(orig), nil
+	}
+	native, err := b.h.ReadWeight(cgroup)
+	if err != nil {
+		return 0, err
+	}
+	return b.h.Shares(native), nil
 }
 
 // Managed lists the pod cgroups kubefair has changed and not yet restored.

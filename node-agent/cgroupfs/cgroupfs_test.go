@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -138,12 +139,20 @@ func TestBothVersions(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		// Someone else (kubelet on a resize) rewrites a value: counted and undone.
+		if got, err := b.KubeletShares("/kubepods/burstable/podb"); err != nil || h.Native(got) != mustUint(t, orig) {
+			t.Fatalf("KubeletShares(podb) = %d, %v; want kubelet's %s", got, err, orig)
+		}
+
+		// Someone else (kubelet on a resize) rewrites a value: counted and
+		// undone, and kubelet's new value is the one to restore later.
 		if err := h.WriteWeight("/kubepods/burstable/poda", 7); err != nil {
 			t.Fatal(err)
 		}
 		if res, _ := b.Apply(plan); res.Drift != 1 || res.Writes != 1 || fileValue(t, root, h, "/kubepods/burstable/poda") != want[0] {
 			t.Fatalf("drift apply = %+v, file %s", res, fileValue(t, root, h, "/kubepods/burstable/poda"))
+		}
+		if got, err := b.KubeletShares("/kubepods/burstable/poda"); err != nil || got != h.Shares(7) {
+			t.Fatalf("KubeletShares(poda) after kubelet's rewrite = %d, %v; want %d", got, err, h.Shares(7))
 		}
 
 		// A restarted agent still knows kubelet's values and restores them.
@@ -157,9 +166,9 @@ func TestBothVersions(t *testing.T) {
 		if err := again.Restore(again.Managed()); err != nil {
 			t.Fatal(err)
 		}
-		for _, p := range plan.Pods {
-			if got := fileValue(t, root, h, p.Cgroup); got != orig {
-				t.Fatalf("%s restored to %s, want kubelet's %s", p.Cgroup, got, orig)
+		for cg, kubelet := range map[string]string{"/kubepods/burstable/poda": "7", "/kubepods/burstable/podb": orig} {
+			if got := fileValue(t, root, h, cg); got != kubelet {
+				t.Fatalf("%s restored to %s, want kubelet's %s", cg, got, kubelet)
 			}
 		}
 
@@ -212,4 +221,13 @@ func TestFromRuntime(t *testing.T) {
 	if _, err := (&Hierarchy{kubeletRoot: "/"}).Below("relative/root"); err == nil {
 		t.Error("a relative kubelet cgroup root was accepted")
 	}
+}
+
+func mustUint(t *testing.T, s string) uint64 {
+	t.Helper()
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

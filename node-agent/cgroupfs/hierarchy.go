@@ -155,6 +155,15 @@ func (h *Hierarchy) Native(shares uint64) uint64 {
 	return clampShares(shares)
 }
 
+// Shares converts a native value (cpu.shares or cpu.weight) to cpu.shares
+// units, the inverse of Native.
+func (h *Hierarchy) Shares(native uint64) uint64 {
+	if h.Mode == V2 {
+		return fairness.CgroupSharesFromV2Weight(native)
+	}
+	return clampShares(native)
+}
+
 func clampShares(s uint64) uint64 { return min(max(s, fairness.MinShares), fairness.MaxShares) }
 
 // ReadWeight reads a cgroup's CPU weight in native units (cpu.shares or
@@ -246,6 +255,15 @@ func (h *Hierarchy) UsageNanoseconds(cgroup string) (uint64, error) {
 	if err := checkPath(cgroup); err != nil {
 		return 0, err
 	}
+	return h.usage(cgroup)
+}
+
+// NodeUsageNanoseconds is the CPU time of everything in the hierarchy,
+// from kubelet's cgroup root: on a node, all of the node's tasks (kubelet
+// runs with its root at "/"). Read only; the root is never written.
+func (h *Hierarchy) NodeUsageNanoseconds() (uint64, error) { return h.usage("/") }
+
+func (h *Hierarchy) usage(cgroup string) (uint64, error) {
 	if h.Mode == V1 {
 		return h.readUint(filepath.Join(h.acctDir(cgroup), "cpuacct.usage"))
 	}

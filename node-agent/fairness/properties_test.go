@@ -96,6 +96,9 @@ func TestReadjustProperties(t *testing.T) {
 			if adj[i] > w[i]+1e-9 {
 				t.Fatalf("case %d: readjustment raised weight %d", c, i)
 			}
+			if !(adj[i] > 0) {
+				t.Fatalf("case %d: readjustment took weight %d from %.1f to %v (%d weights, %d CPUs)", c, i, w[i], adj[i], len(w), cpus)
+			}
 			if len(w) >= cpus && adj[i]/adjSum > 1/float64(cpus)+1e-9 {
 				t.Fatalf("case %d: weight %d still infeasible after readjustment: %.4f > 1/%d", c, i, adj[i]/adjSum, cpus)
 			}

@@ -102,11 +102,21 @@ func Readjust(weights []float64, cpus int) []float64 {
 	for k := len(order) - 1; k >= 0; k-- {
 		suffix[k] = suffix[k+1] + math.Max(out[order[k]], 0)
 	}
+	// Fig. 2 assumes more threads than CPUs; with fewer, each thread has a
+	// CPU of its own, so only as many CPUs as threads count (and no weight
+	// is readjusted to the zero sum of an empty rest).
+	usable := 0
+	for _, w := range out {
+		if w > 0 {
+			usable++
+		}
+	}
+	usable = min(usable, cpus)
 	// The first k heaviest are infeasible while w·p' > Σ(rest incl. itself),
 	// p' being the CPUs left for them (fig. 2's recursion, unrolled).
 	infeasible := 0
 	for k := range order {
-		p := cpus - k
+		p := usable - k
 		if p <= 1 || out[order[k]] <= 0 || out[order[k]]*float64(p) <= suffix[k] {
 			break
 		}
@@ -115,7 +125,7 @@ func Readjust(weights []float64, cpus int) []float64 {
 	// Each infeasible thread gets the average weight of the feasible ones
 	// over the CPUs left to them: Σ_{j>i} w_j / (p−1), innermost first.
 	for k := infeasible - 1; k >= 0; k-- {
-		p := cpus - k
+		p := usable - k
 		out[order[k]] = sumReadjusted(out, order[k+1:]) / float64(p-1)
 	}
 	return out

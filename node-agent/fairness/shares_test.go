@@ -45,6 +45,14 @@ func TestReadjustSFSExample1(t *testing.T) {
 	if got := Readjust([]float64{1, 10}, 2); !near(got[1], 1) {
 		t.Fatalf("Readjust(1,10) = %v, want [1 1]", got)
 	}
+	// Fewer threads than CPUs: each has a CPU of its own. A lone thread keeps
+	// its weight; of two on four CPUs the heavier is brought to the other's.
+	if got := Readjust([]float64{10}, 2); !near(got[0], 10) {
+		t.Fatalf("Readjust(10) on 2 CPUs = %v, want [10]", got)
+	}
+	if got := Readjust([]float64{10, 1}, 4); !near(got[0], 1) || !near(got[1], 1) {
+		t.Fatalf("Readjust(10,1) on 4 CPUs = %v, want [1 1]", got)
+	}
 }
 
 func TestCgroupV2Weight(t *testing.T) {

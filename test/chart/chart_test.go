@@ -179,7 +179,7 @@ func TestAgentPrivilegesAreExplained(t *testing.T) {
 		"state mount":    "original weights",
 		"runAsUser 0":    "root-owned",
 		"priorityClass":  "must not be evicted",
-		"seccompProfile": "RuntimeDefault works",
+		"seccompProfile": "makes no call it refuses",
 	} {
 		if !bytes.Contains(values, []byte(reason)) && !bytes.Contains(template, []byte(reason)) {
 			t.Errorf("no written reason for the agent's %s (looked for %q)", privilege, reason)

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -30,6 +31,7 @@ import (
 	"github.com/kubefair/kubefair/node-agent/discovery"
 	"github.com/kubefair/kubefair/node-agent/enforce"
 	"github.com/kubefair/kubefair/node-agent/enforce/threads"
+	"github.com/kubefair/kubefair/node-agent/seccomp"
 )
 
 func main() {
@@ -49,16 +51,32 @@ func run() error {
 	backend := flag.String("backend", "auto", "enforcement: cgroup (pod weights only), syscall (plus thread weights through the patched kernel's sched_setweight), nice (plus per-thread nice levels, approximate), auto (syscall when the kernel publishes the ABI, else cgroup)")
 	metricsAddr := flag.String("metrics-bind-address", ":9090", "address of the Prometheus endpoint; 0 disables it")
 	probeAddr := flag.String("health-probe-bind-address", ":9091", "address of /healthz and /readyz")
-	restoreOnExit := flag.Bool("restore-on-exit", false, "put kubelet's weights back on every pod kubefair changed, then exit (the chart's preStop)")
-	stateDir := flag.String("state-dir", "/var/lib/kubefair", "where the agent remembers kubelet's original weights across restarts")
+	restoreOnExit := flag.Bool("restore-on-exit", false, "when stopped (SIGTERM, SIGINT), put kubelet's weights back on every pod kubefair changed before exiting (the chart sets it: uninstall and updates leave stock weights until the next agent)")
+	restoreNow := flag.Bool("restore", false, "put kubelet's weights back on every pod a previous agent changed (from --state-dir), then exit")
+	stateDir := flag.String("state-dir", "/var/lib/kubefair", "where the agent keeps kubelet's original weights and what its closed loops learnt, across restarts")
 	cpus := flag.Int("cpus", runtime.NumCPU(), "CPUs the pods share on this node")
 	containerdAddress := flag.String("containerd-address", "/run/containerd/containerd.sock", "containerd's socket, to discover containers; when it is unreachable the agent walks the cgroup tree")
 	containerdNamespace := flag.String("containerd-namespace", "k8s.io", "containerd namespace of kubelet's containers")
+	confined := flag.Bool("seccomp", true, "confine the agent to the system calls it makes (node-agent/seccomp): any other call fails with EPERM")
+	printProfile := flag.Bool("print-seccomp-profile", false, "print the agent container's Localhost seccomp profile (JSON, for kubelet's seccomp directory) and exit")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if *printProfile {
+		if seccomp.Supported() {
+			enc := json.NewEncoder(os.Stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(seccomp.Profile())
+		}
+		return seccomp.ErrUnsupportedArch
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("agent")
+	if *confined {
+		if err := confine(*procRoot); err != nil {
+			return err
+		}
+	}
 
 	hier, err := cgroupfs.Detect(*cgroupRoot)
 	if err != nil {
@@ -75,7 +93,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if *restoreOnExit {
+	if *restoreNow {
 		pods := cgroups.Managed()
 		if threadKind != "" { // threads first: the pod list is forgotten once restored
 			var pids []int
@@ -120,7 +138,7 @@ func run() error {
 			return err
 		}
 	}
-	a, err := agent.New(agent.Config{NodeName: *nodeName, Period: *period, ReportPeriod: *reportPeriod, ProcRoot: *procRoot, CPUs: *cpus},
+	a, err := agent.New(agent.Config{NodeName: *nodeName, Period: *period, ReportPeriod: *reportPeriod, ProcRoot: *procRoot, CPUs: *cpus, StateDir: *stateDir},
 		agent.Options{Hierarchy: hier, Cgroups: cgroups, Threads: threadBackend, Source: source, Reader: cache, Writer: writer, Metrics: agent.NewMetrics(reg), Log: log})
 	if err != nil {
 		return err
@@ -149,7 +167,18 @@ func run() error {
 	}
 	close(ready)
 	log.Info("enforcing", "node", *nodeName, "cgroup", fmt.Sprintf("v%d", hier.Mode), "threads", string(threadKind), "cpus", *cpus, "boot", a.BootID())
-	return a.Run(ctx)
+	if err := a.Run(ctx); err != nil {
+		return err
+	}
+	if !*restoreOnExit {
+		return nil
+	}
+	// The loop has stopped, so nothing re-applies kubefair's weights after this.
+	if err := a.RestoreAll(); err != nil {
+		return fmt.Errorf("restoring kubelet's weights on exit: %w", err)
+	}
+	log.Info("stopped; restored kubelet's weights")
+	return nil
 }
 
 func serve(ctx context.Context, addr, pattern string, h http.Handler) {
@@ -161,6 +190,27 @@ func serve(ctx context.Context, addr, pattern string, h http.Handler) {
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.ListenAndServe() }()
 	go func() { <-ctx.Done(); _ = srv.Close() }()
+}
+
+// confine installs the agent's own seccomp filter, before it does anything
+// else: its allow-list, plus sched_setweight/sched_getweight when the kernel
+// publishes their ABI (on other kernels the numbers are other calls).
+func confine(procRoot string) error {
+	var kernelCalls []seccomp.Call
+	abi := threads.ProbeABI(procRoot) == threads.ABIVersion
+	if abi {
+		kernelCalls = threads.SeccompCalls()
+	}
+	allowed, err := seccomp.AllowList(kernelCalls...)
+	if err == nil {
+		err = seccomp.Install(allowed)
+	}
+	if err != nil {
+		return fmt.Errorf("--seccomp: %w (--seccomp=false runs without the agent's own filter)", err)
+	}
+	ctrl.Log.WithName("setup").Info("seccomp filter installed: any system call outside the allow-list fails with EPERM",
+		"allowed", len(allowed), "sched_setweight", abi)
+	return nil
 }
 
 // chooseThreads picks the thread-level backend for --backend; "" means pod

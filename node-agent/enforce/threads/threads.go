@@ -285,8 +285,8 @@ func getweight(tid int) (int, error) {
 
 // ResetProcesses gives every thread of pids its default weight back without
 // knowing what was set: weight 0 through the syscall when the kernel has the
-// ABI, nice 0 otherwise. It is what a fresh process (the chart's preStop
-// hook, `kubefair-agent --restore-on-exit`) can do for threads an earlier
+// ABI, nice 0 otherwise. It is what a fresh process (`kubefair-agent
+// --restore`) can do for threads an earlier
 // agent weighed; vanished threads are skipped.
 func ResetProcesses(procRoot string, kind Kind, pids []int) error {
 	var errs []error

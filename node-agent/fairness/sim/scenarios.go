@@ -29,7 +29,7 @@ func S0(k int, policy Policy) S0Result {
 			greedy.Threads = append(greedy.Threads, &Thread{Process: p, Weight: 1024, Work: math.Inf(1)})
 		}
 	}
-	greedy.Run(20, Tick)
+	mustRun(greedy, 20)
 	shares := greedy.ProcessShares(3)
 	copy(r.Shares[:], shares)
 	lo, hi := 1.0, 0.0
@@ -80,40 +80,99 @@ func VMShare(n float64) float64 {
 			s.Threads = append(s.Threads, &Thread{Process: vm, Weight: w, CPU: i % 2, Work: math.Inf(1)})
 		}
 	}
-	s.Run(10, Tick)
+	mustRun(s, 10)
 	return s.ProcessShares(2)[0]
 }
 
-// Fig41 is the thesis's fig. 4.1 example on 2 CPUs: T1 (weight 1024) alone
-// on CPU 0, T2..T5 (weight 335 each) on CPU 1. CFS does not migrate — the
-// imbalance (4×335 − 1024)/2 = 158 is below half a small thread's load,
-// 167.5 — so T1 gets 4× a small thread's CPU instead of 1024/335 = 3.06×.
-// With shuttle, one small thread moves between the CPUs every period
-// (000 §4.4). It returns T1's CPU over a small thread's, and T1's lag
-// behind its GPS service (seconds, over the run; fig. 4.4-4.5).
-func Fig41(shuttle bool, period float64) (ratio, lag float64) {
-	s := &Sim{CPUs: 2}
-	s.Threads = append(s.Threads, &Thread{Process: 0, Weight: 1024, CPU: 0, Work: math.Inf(1)})
-	for i := 1; i <= 4; i++ {
-		s.Threads = append(s.Threads, &Thread{Process: i, Weight: 335, CPU: 1, Work: math.Inf(1)})
+// Fig. 4.1's setting (000 §4.2.2, §4.5.2): T1 of weight 1024 (nice 0) and
+// T2..T5 of weight 335 (nice 5), all CPU-bound, on 2 CPUs.
+const (
+	fig41Heavy = 1024
+	fig41Light = 335
+	// Fig41Balance is the load balancer's period, and so the shuttle's.
+	Fig41Balance = 0.1
+)
+
+// Fig41GPSRatio is how much more CPU T1 gets than a small thread under
+// GPS: 1024/335 = 3.06.
+const Fig41GPSRatio = float64(fig41Heavy) / fig41Light
+
+// LagTimes are when Fig41 records T1's lag (fig. 4.4).
+var LagTimes = []float64{0.2, 1, 5, 10, 20}
+
+// Fig41Start is where fig. 4.1's threads start.
+type Fig41Start int
+
+const (
+	// OnArrival places T1..T5, in that order, each on the run queue with
+	// the least load, as CFS places new tasks.
+	OnArrival Fig41Start = iota
+	// AllOnCPU0 starts all five on CPU 0 and leaves the rest to the
+	// balancer.
+	AllOnCPU0
+)
+
+func (f Fig41Start) String() string {
+	if f == AllOnCPU0 {
+		return "all on CPU 0"
 	}
-	const end = 20.0
-	next := period
-	for s.Now < end-Tick/2 {
-		if shuttle && s.Now >= next {
-			sh := s.Threads[4]
-			sh.CPU = 1 - sh.CPU
-			sh.vruntime = s.minVruntime(sh)
-			next += period
+	return "on arrival"
+}
+
+// Fig41Result is one run of fig. 4.1's example.
+type Fig41Result struct {
+	// Service and Ideal (GPS) are each thread's CPU-seconds over the run,
+	// T1 first; Queues is each thread's run queue at the end.
+	Service, Ideal [5]float64
+	Queues         [5]int
+	// Ratio is T1's CPU over the mean of the small threads' (GPS: 3.06).
+	Ratio float64
+	// Lag is T1's GPS service minus its own at each of LagTimes (fig. 4.4).
+	Lag []float64
+	// Migrations counts moves between run queues.
+	Migrations int
+	// Loads are the run queues' loads at the end (000 eq. 4.1).
+	Loads [2]float64
+}
+
+// Fig41 runs fig. 4.1's example for 20 s with CFS's load balancer (000
+// eq. 4.1-4.3) every 100 ms, and optionally the shuttle balancer (§4.4).
+// Nothing is placed by hand: from either start the balancer ends with T1
+// alone on one CPU, because the imbalance, 158, stays below half a small
+// thread's weight, 167.5, and T1 then runs 4× a small thread instead of
+// 3.06×; the shuttle moves T1 towards 3.06×.
+func Fig41(start Fig41Start, shuttle bool) Fig41Result {
+	s := &Sim{CPUs: 2, Place: start == OnArrival, Balance: Fig41Balance, Shuttle: shuttle}
+	for i := 0; i < 5; i++ {
+		w := float64(fig41Light)
+		if i == 0 {
+			w = fig41Heavy
 		}
-		s.Step(Tick)
+		s.Threads = append(s.Threads, &Thread{Process: i, Weight: w, Work: math.Inf(1)})
+	}
+	var r Fig41Result
+	for _, at := range LagTimes {
+		mustRun(s, at)
+		r.Lag = append(r.Lag, s.Threads[0].Ideal-s.Threads[0].Service)
 	}
 	var small float64
-	for _, t := range s.Threads[1:] {
-		small += t.Service / 4
+	for i, t := range s.Threads {
+		r.Service[i], r.Ideal[i], r.Queues[i] = t.Service, t.Ideal, t.CPU
+		r.Loads[t.CPU] += t.Weight
+		if i > 0 {
+			small += t.Service / 4
+		}
 	}
-	gps := end * 2 * 1024 / (1024 + 4*335)
-	return s.Threads[0].Service / small, math.Abs(s.Threads[0].Service - gps)
+	r.Ratio = r.Service[0] / small
+	r.Migrations = s.Migrations
+	return r
+}
+
+// mustRun runs a scenario built in this file, whose input is valid.
+func mustRun(s *Sim, end float64) {
+	if err := s.Run(end, Tick); err != nil {
+		panic(err)
+	}
 }
 
 // SFSExample1 is SFS's first example (003 §2.1): on 2 CPUs, T1 (weight 1)
@@ -129,12 +188,12 @@ func SFSExample1(readjust bool) [3]float64 {
 		{Process: 1, Weight: 10, Work: math.Inf(1)},
 		{Process: 2, Weight: 1, Work: math.Inf(1), Arrive: 1},
 	}
-	s.Run(1, Tick)
+	mustRun(s, 1)
 	before := [3]float64{}
 	for i, t := range s.Threads {
 		before[i] = t.Service
 	}
-	s.Run(2, Tick)
+	mustRun(s, 2)
 	var out [3]float64
 	for i, t := range s.Threads {
 		out[i] = t.Service - before[i]
@@ -142,23 +201,27 @@ func SFSExample1(readjust bool) [3]float64 {
 	return out
 }
 
-// SFSExample2 is SFS's short-jobs experiment (003 §1.2 example 2, §4.3): on
-// 2 CPUs, T1 (weight 20), twenty threads of weight 1, and a sequence of
-// short threads of weight 5, each running 300 ms, one after another. The
-// weights ask for 20:20:5 = 4:4:1, which picking by least surplus (SFS)
-// keeps. The paper measured start-time fair queuing giving the groups about
-// the same; this model of SFQ (newcomers start at the least start tag) does
-// not reproduce that. It returns the groups' shares of the CPU in 30 s.
-func SFSExample2(surplus bool) [3]float64 {
-	s := &Sim{CPUs: 2, Global: true, Readjust: true, Surplus: surplus}
+// SFSQuantum is the quantum of SFS's experiments (003 §4.1: Linux's 200 ms).
+const SFSQuantum = 0.2
+
+// SFSExample2 is SFS's short-jobs experiment (003 §4.3, after §1.2's
+// example 2): on 2 CPUs, T1 of weight 20 and twenty threads of weight 1, all
+// CPU-bound, and a sequence of short threads of weight 5 that need 300 ms of
+// CPU each, the next arriving as soon as the previous finishes; weights
+// readjusted (never changed: they are feasible), quanta of the given length.
+// The weights ask for 20:20:5 = 4:4:1. Every short thread starts at the
+// virtual time v, so it is first in line (least start tag; surplus 0). It
+// returns the three groups' shares of the CPU over 60 s, SFQ's (least start
+// tag) or, with surplus, SFS's (least surplus).
+func SFSExample2(surplus bool, quantum float64) [3]float64 {
+	s := &Sim{CPUs: 2, Global: true, Readjust: true, Surplus: surplus, Quantum: quantum}
 	s.Threads = append(s.Threads, &Thread{Process: 0, Weight: 20, Work: math.Inf(1)})
 	for i := 0; i < 20; i++ {
 		s.Threads = append(s.Threads, &Thread{Process: 1, Weight: 1, Work: math.Inf(1)})
 	}
-	const end = 30.0
+	const end = 60.0
 	for s.Now < end-Tick/2 {
-		short := s.Threads[len(s.Threads)-1]
-		if short.Process != 2 || short.Finish != 0 {
+		if short := s.Threads[len(s.Threads)-1]; short.Process != 2 || short.Finish != 0 {
 			s.Threads = append(s.Threads, &Thread{Process: 2, Weight: 5, Work: 0.3, Arrive: s.Now})
 		}
 		s.Step(Tick)

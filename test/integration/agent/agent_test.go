@@ -39,6 +39,8 @@ const node = "node-under-test"
 var (
 	api    *kubeapi.Server
 	burner string
+	// scratch is the suite's temporary directory (built binaries).
+	scratch string
 )
 
 func TestMain(m *testing.M) {
@@ -57,6 +59,7 @@ func setup(m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(tmp)
+	scratch = tmp
 	if burner, err = podcgroups.BuildBurner(kubeapi.RepoRoot(), tmp); err != nil {
 		return 0, err
 	}

@@ -14,7 +14,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kubefair/kubefair/node-agent/discovery"
 	"github.com/kubefair/kubefair/test/harness/containerd"
 	"github.com/kubefair/kubefair/test/harness/images"
 	"github.com/kubefair/kubefair/test/harness/kubeapi"
@@ -77,12 +76,11 @@ func benchCost(b *testing.B) {
 			continue
 		}
 		uid := string(p.UID)
-		labels := map[string]string{discovery.LabelPodUID: uid, discovery.LabelPodNamespace: p.Namespace, discovery.LabelPodName: p.Name}
 		sandbox, app := containerID(), containerID()
 		for _, c := range []containerd.Container{
-			{ID: sandbox, Image: images.Pause.Ref, Args: []string{images.Pause.Binary()}, Labels: with(labels, "io.cri-containerd.kind", "sandbox"),
+			{ID: sandbox, Image: images.Pause.Ref, Args: []string{images.Pause.Binary()}, Labels: criLabels(p, "sandbox", ""),
 				CgroupsPath: w.tree.KubeletRoot + podcgroups.PodCgroup(uid) + "/" + sandbox, CPUShares: sandboxShares},
-			{ID: app, Image: images.Burner.Ref, Args: []string{images.Burner.Binary()}, Labels: with(with(labels, "io.cri-containerd.kind", "container"), discovery.LabelContainer, "burner"),
+			{ID: app, Image: images.Burner.Ref, Args: []string{images.Burner.Binary()}, Labels: criLabels(p, "container", "burner"),
 				CgroupsPath: w.tree.KubeletRoot + podcgroups.ContainerCgroup(uid), CPUShares: appShares},
 		} {
 			if err := d.Register(context.Background(), c); err != nil {
@@ -165,14 +163,6 @@ func benchCost(b *testing.B) {
 		"peak RSS (MiB)", peak, "")
 	b.ReportMetric(cpuPercent, "agent-cpu-%")
 	b.ReportMetric(rss, "agent-rss-MiB")
-}
-
-func with(labels map[string]string, k, v string) map[string]string {
-	out := map[string]string{k: v}
-	for lk, lv := range labels {
-		out[lk] = lv
-	}
-	return out
 }
 
 // processCPU is the CPU time (user + system) a process has used, from

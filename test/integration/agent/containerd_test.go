@@ -39,21 +39,13 @@ func (w *world) runPod(pod *corev1.Pod, threads int) {
 	if err := w.tree.AddPodCgroup(uid); err != nil {
 		w.t.Fatal(err)
 	}
-	labels := func(kind, name string) map[string]string {
-		l := map[string]string{discovery.LabelPodUID: uid, discovery.LabelPodNamespace: pod.Namespace,
-			discovery.LabelPodName: pod.Name, "io.cri-containerd.kind": kind}
-		if name != "" {
-			l[discovery.LabelContainer] = name
-		}
-		return l
-	}
 	podCgroup := w.tree.KubeletRoot + podcgroups.PodCgroup(uid)
 	sandbox, app := containerID(), containerID()
 	for _, c := range []containerd.Container{
-		{ID: sandbox, Image: images.Pause.Ref, Args: []string{images.Pause.Binary()}, Labels: labels("sandbox", ""),
+		{ID: sandbox, Image: images.Pause.Ref, Args: []string{images.Pause.Binary()}, Labels: criLabels(pod, "sandbox", ""),
 			CgroupsPath: podCgroup + "/" + sandbox, CPUShares: sandboxShares},
 		{ID: app, Image: images.Burner.Ref, Args: []string{images.Burner.Binary(), "-threads", strconv.Itoa(threads)},
-			Labels: labels("container", "burner"), CgroupsPath: podCgroup + "/" + app, CPUShares: appShares},
+			Labels: criLabels(pod, "container", "burner"), CgroupsPath: podCgroup + "/" + app, CPUShares: appShares},
 	} {
 		pid, err := w.runtime.Run(context.Background(), c)
 		if err != nil {
@@ -65,6 +57,33 @@ func (w *world) runPod(pod *corev1.Pod, threads int) {
 			}
 		})
 		w.started[c.ID] = pid
+	}
+}
+
+// criLabels are the labels containerd's CRI plugin puts on a pod's
+// container (kind "container") or sandbox (kind "sandbox", no name).
+func criLabels(pod *corev1.Pod, kind, name string) map[string]string {
+	l := map[string]string{discovery.LabelPodUID: string(pod.UID), discovery.LabelPodNamespace: pod.Namespace,
+		discovery.LabelPodName: pod.Name, "io.cri-containerd.kind": kind}
+	if name != "" {
+		l[discovery.LabelContainer] = name
+	}
+	return l
+}
+
+// createCRIContainer registers a container in containerd's k8s.io
+// namespace as the CRI plugin holds it between CreateContainer and
+// StartContainer: CRI labels, kubelet's cgroup path in its OCI spec, no
+// task (the test runs the processes in the cgroups itself).
+func createCRIContainer(t *testing.T, address, id string, pod *corev1.Pod, name, kind, cgroup string) {
+	t.Helper()
+	image := images.Burner.Ref
+	if kind == "sandbox" {
+		image = images.Pause.Ref
+	}
+	d := &containerd.Daemon{Address: address}
+	if err := d.Register(context.Background(), containerd.Container{ID: id, Image: image, Labels: criLabels(pod, kind, name), CgroupsPath: cgroup}); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -1,0 +1,75 @@
+// Command cluster brings kubefair's local single-node cluster up and down
+// (`make cluster-up`, `make cluster-down`): real etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler, kubelet, containerd and runc on
+// this machine, with kubefair's images imported. See test/harness/cluster.
+//
+//	go run ./hack/cluster up      # prints how to use it
+//	go run ./hack/cluster images  # rebuild kubefair's images from this tree and import them
+//	go run ./hack/cluster down
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/kubefair/kubefair/test/harness/cluster"
+	"github.com/kubefair/kubefair/test/harness/images"
+)
+
+func main() {
+	dir := flag.String("dir", cluster.DefaultDir, "the cluster's directory (certificates, data, sockets, logs, state)")
+	flag.Usage = func() {
+		fmt.Fprintln(os.Stderr, "usage: cluster [-dir DIR] up|images|down")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() != 1 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	if err := run(flag.Arg(0), *dir); err != nil {
+		fmt.Fprintln(os.Stderr, "cluster:", err)
+		os.Exit(1)
+	}
+}
+
+func run(cmd, dir string) error {
+	switch cmd {
+	case "up":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		c, err := cluster.Up(ctx, cluster.Config{Dir: dir, Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
+		if err != nil {
+			return err
+		}
+		fmt.Printf("cluster: node %s is Ready; API server %s\n", c.NodeName(), c.APIServerURL())
+		fmt.Printf("  export KUBECONFIG=%s\n  kubectl get nodes\n  make cluster-down   # stops it and cleans up\n", c.Kubeconfig())
+		return nil
+	case "images":
+		c, err := cluster.Attach(dir)
+		if err != nil {
+			return err
+		}
+		if err := c.ImportImages(images.Controller, images.Agent, images.Burner, images.Pause); err != nil {
+			return err
+		}
+		fmt.Println("cluster: images rebuilt and imported; delete the pods to run the new ones")
+		return nil
+	case "down":
+		c, err := cluster.Attach(dir)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "cluster: nothing to stop:", err)
+			return nil
+		}
+		if err := c.Down(); err != nil {
+			return err
+		}
+		fmt.Println("cluster: stopped and cleaned up")
+		return nil
+	}
+	return fmt.Errorf("unknown command %q: want up, images or down", cmd)
+}

@@ -1,0 +1,478 @@
+// Package e2e is kubefair's end-to-end suite: a real single-node cluster
+// (test/harness/cluster), the chart installed with helm, the scenario's
+// tenants (test/harness/scenario) running real CPU burners in real pods,
+// stock Kubernetes first and kubefair after, then faults. It needs root;
+// `make test` builds everything it uses.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
+	"github.com/kubefair/kubefair/test/harness/cluster"
+	"github.com/kubefair/kubefair/test/harness/scenario"
+)
+
+const (
+	namespace = scenario.Namespace
+	// boundPoints is the issue's bound on |achieved − entitled|.
+	boundPoints = 2.0
+	// Shares are medians of windows of this length.
+	// 8 s: on 2 CPUs a 4-s window of one tenant's share scatters by several
+	// points when other work shares the machine.
+	window  = 8 * time.Second
+	windows = 5
+	// settle is the time a fault is given before shares are measured again.
+	settle = 5 * time.Second
+)
+
+func TestEndToEnd(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("the end-to-end suite runs a real cluster and needs root (CI runs as root)")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	before := hostSnapshot(t)
+	c, err := cluster.Up(ctx, cluster.Config{Dir: "/tmp/kubefair-e2e", Log: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			keepLogs(t, c)
+		}
+		if err := c.Down(); err != nil {
+			t.Errorf("tearing the cluster down: %v", err)
+		}
+		checkHostRestored(t, before)
+	})
+	w := &world{t: t, c: c, k8s: newClient(t, c), ctx: ctx, tools: scenario.Tools{Cluster: c, Helm: os.Getenv("HELM")}}
+
+	// Stock first: the chart without the agent.
+	if err := w.tools.InstallKubefair(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	w.waitReady(time.Minute, 1, "the controller", client.InNamespace(namespace))
+	if err := scenario.Create(ctx, w.k8s, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	stock := w.measure()
+	for _, tn := range scenario.Tenants {
+		for _, p := range w.pods(client.InNamespace(tn.Namespace)) {
+			if got := w.shares(p); got != scenario.KubeletShares(p) {
+				t.Fatalf("stock: pod %s/%s has cpu.shares %d, want kubelet's %d for %s", p.Namespace, p.Name, got, scenario.KubeletShares(p), scenario.CPURequest)
+			}
+		}
+	}
+
+	// kubefair: the same release with the agent on.
+	if err := w.tools.InstallKubefair(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	w.waitReady(time.Minute, 2, "the controller and the agent", client.InNamespace(namespace))
+	firstBoot := w.waitReport(time.Time{}, "")
+	time.Sleep(10 * time.Second) // the closed loop settles
+	kf := w.measure()
+	w.printComparison(stock, kf)
+	w.checkShares("kubefair", kf)
+	w.checkVMs("kubefair", kf)
+	w.checkStock(stock)
+	w.checkStatus()
+	w.checkCost()
+
+	t.Run("agent pod deleted", func(t *testing.T) {
+		w := w.with(t)
+		old := w.pods(client.InNamespace(namespace), client.MatchingLabels{"app.kubernetes.io/component": "agent"})
+		if len(old) != 1 {
+			t.Fatalf("%d agent pods", len(old))
+		}
+		if err := w.k8s.Delete(w.ctx, &old[0]); err != nil {
+			t.Fatal(err)
+		}
+		w.eventually(90*time.Second, "a new agent pod Ready", func() (bool, string) {
+			pods := w.pods(client.InNamespace(namespace), client.MatchingLabels{"app.kubernetes.io/component": "agent"})
+			return len(pods) == 1 && pods[0].UID != old[0].UID && ready(pods[0]), fmt.Sprintf("%d agent pods", len(pods))
+		})
+		w.waitReport(time.Now(), firstBoot) // reporting resumes, from a new boot
+		time.Sleep(settle)
+		w.checkShares("after the agent restarted", w.measure())
+		w.checkCost()
+	})
+
+	t.Run("kubelet restarted", func(t *testing.T) {
+		w := w.with(t)
+		pods := w.allScenarioPods()
+		if err := c.Restart(ctx, cluster.Kubelet); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.WaitNodeReady(ctx, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(settle)
+		w.checkSamePods(pods)
+		w.checkShares("after kubelet restarted", w.measure())
+	})
+
+	t.Run("containerd restarted", func(t *testing.T) {
+		w := w.with(t)
+		pods := w.allScenarioPods()
+		if err := c.Restart(ctx, cluster.Containerd); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(settle)
+		w.checkShares("after containerd restarted", w.measure())
+		if err := c.WaitNodeReady(ctx, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		w.checkSamePods(pods)
+		since := time.Now()
+		w.waitReport(since, "")
+	})
+
+	t.Run("in-place resize", func(t *testing.T) {
+		w := w.with(t)
+		p := w.pods(client.InNamespace("batch"))[0]
+		kubefairShares := w.shares(p)
+		drift := w.report().DriftCorrections
+		patch := []byte(`{"spec":{"containers":[{"name":"burner","resources":{"requests":{"cpu":"100m"}}}]}}`)
+		if err := w.k8s.SubResource("resize").Patch(w.ctx, &p, client.RawPatch("application/strategic-merge-patch+json", patch)); err != nil {
+			t.Fatalf("resizing %s: %v", p.Name, err)
+		}
+		// kubelet writes 102 (100m) to the pod cgroup; the agent puts its
+		// weight back within a period and counts the drift.
+		w.eventually(30*time.Second, "kubelet's resize to show in the pod status", func() (bool, string) {
+			var cur corev1.Pod
+			_ = w.k8s.Get(w.ctx, client.ObjectKeyFromObject(&p), &cur)
+			for _, cs := range cur.Status.ContainerStatuses {
+				if cs.Resources != nil && cs.Resources.Requests.Cpu().Cmp(resource.MustParse("100m")) == 0 {
+					return true, ""
+				}
+			}
+			return false, "status not resized yet"
+		})
+		// Within a period (plus the test's polling), the pod is back at the
+		// weight kubefair gives every batch pod alike.
+		w.eventually(1500*time.Millisecond, "the agent to restore its weight", func() (bool, string) {
+			got, peer := w.shares(p), w.shares(w.pods(client.InNamespace("batch"))[1])
+			return got != 102 && math.Abs(float64(got-peer)) <= 1, fmt.Sprintf("cpu.shares %d, another batch pod %d (before the resize %d)", got, peer, kubefairShares)
+		})
+		w.eventually(20*time.Second, "the drift in the node's report", func() (bool, string) {
+			d := w.report().DriftCorrections
+			return d > drift, fmt.Sprintf("driftCorrections %d, was %d", d, drift)
+		})
+	})
+
+	t.Run("controller restarted", func(t *testing.T) {
+		w := w.with(t)
+		old := w.pods(client.InNamespace(namespace), client.MatchingLabels{"app.kubernetes.io/component": "controller"})
+		if err := w.k8s.Delete(w.ctx, &old[0]); err != nil {
+			t.Fatal(err)
+		}
+		w.eventually(90*time.Second, "a new controller Ready", func() (bool, string) {
+			pods := w.pods(client.InNamespace(namespace), client.MatchingLabels{"app.kubernetes.io/component": "controller"})
+			return len(pods) == 1 && pods[0].UID != old[0].UID && ready(pods[0]), fmt.Sprintf("%d controller pods", len(pods))
+		})
+		cpu := w.tenantCPU()
+		w.eventually(30*time.Second, "tenants' CPU-seconds to grow again", func() (bool, string) {
+			now := w.tenantCPU()
+			for name := range now {
+				if now[name] <= cpu[name] {
+					return false, name + " has not grown"
+				}
+			}
+			return true, ""
+		})
+		w.checkCost()
+	})
+
+	t.Run("helm uninstall", func(t *testing.T) {
+		w := w.with(t)
+		if _, err := w.tools.HelmRun(w.ctx, "uninstall", scenario.Release, "--namespace", namespace, "--wait", "--timeout", "2m"); err != nil {
+			t.Fatal(err)
+		}
+		// helm waits for the DaemonSet object; its pod stops after it, and
+		// restores kubelet's weights as it does.
+		w.eventually(time.Minute, "the agent pod to be gone", func() (bool, string) {
+			var list corev1.PodList
+			if err := w.k8s.List(w.ctx, &list, client.InNamespace(namespace)); err != nil {
+				return false, err.Error()
+			}
+			return len(list.Items) == 0, fmt.Sprintf("%d kubefair pods left", len(list.Items))
+		})
+		for _, tn := range scenario.Tenants {
+			for _, p := range w.pods(client.InNamespace(tn.Namespace)) {
+				if got, want := w.shares(p), scenario.KubeletShares(p); got != want {
+					t.Errorf("after uninstall pod %s/%s has cpu.shares %d, want kubelet's %d", p.Namespace, p.Name, got, want)
+				}
+			}
+		}
+		var tenants kubefairv1.TenantList
+		if err := w.k8s.List(w.ctx, &tenants); err != nil || len(tenants.Items) != len(scenario.Tenants) {
+			t.Errorf("tenants after uninstall: %d, %v (the CRDs and tenants are kept)", len(tenants.Items), err)
+		}
+	})
+}
+
+// with is the same world for a subtest.
+func (w *world) with(t *testing.T) *world { c := *w; c.t = t; return &c }
+
+func (w *world) groups() map[string][]corev1.Pod {
+	w.t.Helper()
+	g, err := scenario.Groups(w.ctx, w.k8s)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return g
+}
+
+func (w *world) allScenarioPods() map[string]corev1.Pod {
+	out := map[string]corev1.Pod{}
+	for _, tn := range scenario.Tenants {
+		for _, p := range w.pods(client.InNamespace(tn.Namespace)) {
+			out[string(p.UID)] = p
+		}
+	}
+	return out
+}
+
+// checkSamePods: the same pods run, none restarted.
+func (w *world) checkSamePods(before map[string]corev1.Pod) {
+	w.t.Helper()
+	now := w.allScenarioPods()
+	for uid, p := range before {
+		cur, ok := now[uid]
+		if !ok {
+			w.t.Errorf("pod %s/%s is gone", p.Namespace, p.Name)
+			continue
+		}
+		for _, cs := range cur.Status.ContainerStatuses {
+			if cs.RestartCount > 0 {
+				w.t.Errorf("pod %s/%s restarted its container %d times", p.Namespace, p.Name, cs.RestartCount)
+			}
+		}
+	}
+}
+
+func (w *world) measure() scenario.Shares { return w.measureN(windows) }
+
+// measureN takes the median of n windows.
+func (w *world) measureN(n int) scenario.Shares {
+	w.t.Helper()
+	samples := map[string][]float64{}
+	var vm []float64
+	for i := 0; i < n; i++ {
+		s, err := scenario.Measure(w.ctx, w.k8s, window)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		for name, v := range s.Tenant {
+			samples[name] = append(samples[name], v)
+		}
+		vm = append(vm, s.VMLarge)
+	}
+	out := scenario.Shares{Tenant: map[string]float64{}, VMLarge: median(vm)}
+	for name, v := range samples {
+		out.Tenant[name] = median(v)
+	}
+	return out
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return math.NaN()
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func (w *world) printComparison(stock, kf scenario.Shares) {
+	entitled := scenario.EntitledShares()
+	var b strings.Builder
+	fmt.Fprintf(&b, "stock vs kubefair, same run (share of the CPU the tenants' pods used; median of %d × %s):\n", windows, window)
+	fmt.Fprintf(&b, "%-9s %-7s %4s %7s %8s %9s %9s %8s\n", "TENANT", "TIER", "PODS", "THREADS", "ENTITLED", "STOCK", "KUBEFAIR", "KF-ERR")
+	for _, tn := range scenario.Tenants {
+		threads := 0
+		for _, wl := range tn.Workloads {
+			threads += wl.Pods * wl.Threads
+		}
+		fmt.Fprintf(&b, "%-9s %-7s %4d %7d %7.1f%% %8.1f%% %8.1f%% %+6.1fpp\n", tn.Name, tn.Tier, tn.Pods(), threads,
+			100*entitled[tn.Name], 100*stock.Tenant[tn.Name], 100*kf.Tenant[tn.Name], 100*(kf.Tenant[tn.Name]-entitled[tn.Name]))
+	}
+	fmt.Fprintf(&b, "VMs weighted 3:1 inside hosting: vm-large gets %.1f%% of the tenant's CPU (stock %.1f%%), want 75%%\n", 100*kf.VMLarge, 100*stock.VMLarge)
+	w.t.Log("\n" + b.String())
+	w.t.Log("\n$ kubectl get tenants\n" + w.kubectl("get", "tenants"))
+}
+
+// checkShares: every tenant within the bound of its entitlement.
+func (w *world) checkShares(when string, got scenario.Shares) {
+	w.t.Helper()
+	for name, want := range scenario.EntitledShares() {
+		if d := 100 * math.Abs(got.Tenant[name]-want); d > boundPoints {
+			w.t.Errorf("%s: tenant %s got %.1f%%, entitled %.1f%%: %.1f points off (bound %.0f)", when, name, 100*got.Tenant[name], 100*want, d, boundPoints)
+		}
+	}
+}
+
+// checkVMs: the VM weighted 3 gets 75 % of its tenant's CPU.
+func (w *world) checkVMs(when string, got scenario.Shares) {
+	w.t.Helper()
+	if d := 100 * math.Abs(got.VMLarge-0.75); d > boundPoints {
+		w.t.Errorf("%s: the 3:1 VM got %.1f%% of its tenant's CPU, want 75%% ± %.0f points", when, 100*got.VMLarge, boundPoints)
+	}
+}
+
+// checkStock: without kubefair shares follow pod counts, far from the tiers.
+func (w *world) checkStock(stock scenario.Shares) {
+	w.t.Helper()
+	var pods int
+	for _, tn := range scenario.Tenants {
+		pods += tn.Pods()
+	}
+	for _, tn := range scenario.Tenants {
+		byPods := float64(tn.Pods()) / float64(pods)
+		if d := 100 * math.Abs(stock.Tenant[tn.Name]-byPods); d > 3 {
+			w.t.Errorf("stock: tenant %s got %.1f%%, pod count says %.1f%%", tn.Name, 100*stock.Tenant[tn.Name], 100*byPods)
+		}
+	}
+}
+
+// report is this node's NodeShareReport.
+func (w *world) report() kubefairv1.NodeShareReport {
+	w.t.Helper()
+	var r kubefairv1.NodeShareReport
+	if err := w.k8s.Get(w.ctx, client.ObjectKey{Name: w.c.NodeName()}, &r); err != nil {
+		w.t.Fatalf("the node's report: %v", err)
+	}
+	return r
+}
+
+// waitReport waits for a report observed after since (and from a boot
+// other than notBoot) and returns its boot id.
+func (w *world) waitReport(since time.Time, notBoot string) string {
+	w.t.Helper()
+	var boot string
+	w.eventually(60*time.Second, "a new NodeShareReport", func() (bool, string) {
+		var r kubefairv1.NodeShareReport
+		if err := w.k8s.Get(w.ctx, client.ObjectKey{Name: w.c.NodeName()}, &r); err != nil {
+			return false, err.Error()
+		}
+		boot = r.BootID
+		return r.ObservedTime.Time.After(since) && r.BootID != notBoot && len(r.Tenants) == len(scenario.Tenants),
+			fmt.Sprintf("observed %s boot %s tenants %d", r.ObservedTime, r.BootID, len(r.Tenants))
+	})
+	return boot
+}
+
+// checkStatus: over several report windows, what the node reports and
+// what `kubectl get tenants` shows put each tenant's achieved share within
+// the bound of its entitled share (median of the windows).
+func (w *world) checkStatus() {
+	w.t.Helper()
+	const reports = 5
+	var last time.Time
+	achievedMinusEntitled := map[string][]float64{}
+	statusErr := map[string][]float64{}
+	for i := 0; i < reports; i++ {
+		var r kubefairv1.NodeShareReport
+		w.eventually(30*time.Second, "the next report", func() (bool, string) {
+			r = w.report()
+			return r.ObservedTime.Time.After(last), "no new report"
+		})
+		last = r.ObservedTime.Time
+		for _, ts := range r.Tenants {
+			achievedMinusEntitled[ts.Name] = append(achievedMinusEntitled[ts.Name], 100*(ts.AchievedShare-ts.EntitledShare))
+		}
+		time.Sleep(time.Second) // the controller folds the report into the tenants
+		var tenants kubefairv1.TenantList
+		if err := w.k8s.List(w.ctx, &tenants); err != nil {
+			w.t.Fatal(err)
+		}
+		for _, tn := range tenants.Items {
+			e, a := percent(tn.Status.EntitledShare), percent(tn.Status.AchievedShare)
+			statusErr[tn.Name] = append(statusErr[tn.Name], a-e)
+		}
+	}
+	for _, tn := range scenario.Tenants {
+		if d := median(achievedMinusEntitled[tn.Name]); math.Abs(d) > boundPoints {
+			w.t.Errorf("the node's report: %s achieved − entitled = %+.1f points (median of %d reports): %v", tn.Name, d, reports, achievedMinusEntitled[tn.Name])
+		}
+		if d := median(statusErr[tn.Name]); math.Abs(d) > boundPoints {
+			w.t.Errorf("kubectl get tenants: %s achieved − entitled = %+.1f points (median of %d): %v", tn.Name, d, reports, statusErr[tn.Name])
+		}
+	}
+	w.t.Logf("report and status, achieved − entitled per window (points): %v / %v", achievedMinusEntitled, statusErr)
+}
+
+func percent(s string) float64 {
+	v, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
+	if err != nil {
+		return math.NaN()
+	}
+	return v
+}
+
+// tenantCPU is each tenant's accrued CPU in nanoseconds.
+func (w *world) tenantCPU() map[string]int64 {
+	w.t.Helper()
+	var tenants kubefairv1.TenantList
+	if err := w.k8s.List(w.ctx, &tenants); err != nil {
+		w.t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, tn := range tenants.Items {
+		out[tn.Name] = tn.Status.CPUNanoseconds
+	}
+	return out
+}
+
+// checkCost: each tenant's accrued CPU is never more than its pods really
+// used (a report counted twice would be), it is most of it, and its cost is
+// exactly that CPU at the tier's price.
+func (w *world) checkCost() {
+	w.t.Helper()
+	var tenants kubefairv1.TenantList
+	if err := w.k8s.List(w.ctx, &tenants); err != nil {
+		w.t.Fatal(err)
+	}
+	groups := w.groups()
+	for _, tn := range tenants.Items {
+		var used int64
+		for _, p := range groups[tn.Name] {
+			used += w.usage(p)
+		}
+		accrued := tn.Status.CPUNanoseconds
+		if accrued > used {
+			w.t.Errorf("tenant %s: accrued %.3f CPU-s but its pods used only %.3f: counted twice", tn.Name, float64(accrued)/1e9, float64(used)/1e9)
+		}
+		if accrued <= 0 {
+			w.t.Errorf("tenant %s accrued nothing", tn.Name)
+		}
+		var price float64
+		for _, tier := range scenario.Tiers {
+			if tier.Name == tn.Spec.Tier {
+				price, _ = strconv.ParseFloat(tier.Price, 64)
+			}
+		}
+		want := float64(accrued) / 1e9 / 3600 * price * 1e6 // micro-units
+		if got := float64(tn.Status.CostMicros); math.Abs(got-want) > 1 {
+			w.t.Errorf("tenant %s: cost %d µ%s for %.3f CPU-s at %.3f/h, want %.0f", tn.Name, tn.Status.CostMicros, tn.Status.Currency, float64(accrued)/1e9, price, want)
+		}
+	}
+}

@@ -1,0 +1,94 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubefair/kubefair/test/harness/cluster"
+)
+
+// host is what the suite checks the cluster leaves as it found it.
+type host struct {
+	links, addresses, ipForward, iptables string
+	kubepods, paths, mounts               []string
+}
+
+// footprintPaths are where a cluster's mounts and files may appear: its
+// directory and the host paths kubelet, containerd and CNI hard-code.
+var footprintPaths = []string{"/tmp/kubefair-e2e", "/var/log/containers", "/var/log/pods", "/var/lib/kubelet", "/var/lib/cni", "/run/containerd", "/run/netns", "/etc/cni", "/opt/cni"}
+
+func hostSnapshot(t *testing.T) host {
+	t.Helper()
+	out := func(name string, args ...string) string {
+		b, _ := exec.Command(name, args...).Output()
+		return string(b)
+	}
+	var h host
+	h.links = out("ip", "-br", "link")
+	h.addresses = out("ip", "-br", "address")
+	h.iptables = out("iptables-save")
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_forward"); err == nil {
+		h.ipForward = string(b)
+	}
+	h.kubepods, _ = filepath.Glob("/sys/fs/cgroup/*/kubepods")
+	for _, p := range footprintPaths {
+		if _, err := os.Lstat(p); err == nil {
+			h.paths = append(h.paths, p)
+		}
+	}
+	if b, err := os.ReadFile("/proc/self/mounts"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			for _, p := range footprintPaths {
+				if len(f) > 1 && strings.HasPrefix(f[1], p) {
+					h.mounts = append(h.mounts, f[1])
+				}
+			}
+		}
+	}
+	return h
+}
+
+// iptablesRules drops the comment and counter lines of iptables-save.
+func iptablesRules(s string) string {
+	var keep []string
+	for _, l := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(l, "#") && !strings.HasPrefix(l, ":") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
+}
+
+func checkHostRestored(t *testing.T, before host) {
+	t.Helper()
+	after := hostSnapshot(t)
+	check := func(what, b, a string) {
+		if b != a {
+			t.Errorf("the cluster changed the host's %s:\nbefore:\n%s\nafter:\n%s", what, b, a)
+		}
+	}
+	check("links", before.links, after.links)
+	check("addresses", before.addresses, after.addresses)
+	check("ip_forward", before.ipForward, after.ipForward)
+	check("iptables rules", iptablesRules(before.iptables), iptablesRules(after.iptables))
+	check("kubepods cgroups", fmt.Sprint(before.kubepods), fmt.Sprint(after.kubepods))
+	check("host paths", fmt.Sprint(before.paths), fmt.Sprint(after.paths))
+	check("mounts", strings.Join(before.mounts, "\n"), strings.Join(after.mounts, "\n"))
+}
+
+// keepLogs saves the components' logs of a failed run outside the
+// cluster's directory, which Down removes.
+func keepLogs(t *testing.T, c *cluster.Cluster) {
+	dst := filepath.Join(os.TempDir(), "kubefair-e2e-logs-"+time.Now().Format("150405"))
+	if err := exec.Command("cp", "-r", filepath.Join(c.Dir(), "logs"), dst).Run(); err == nil {
+		// and the pods' own logs (kubefair's agent and controller among them)
+		_ = exec.Command("cp", "-rL", filepath.Join(c.Dir(), "pod-logs"), filepath.Join(dst, "pods")).Run()
+		t.Logf("the cluster's logs are in %s", dst)
+	}
+}

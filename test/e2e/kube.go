@@ -1,0 +1,140 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
+	"github.com/kubefair/kubefair/test/harness/cluster"
+	"github.com/kubefair/kubefair/test/harness/scenario"
+)
+
+// world is the running cluster and the suite's ways into it.
+type world struct {
+	t     *testing.T
+	c     *cluster.Cluster
+	k8s   client.Client
+	ctx   context.Context
+	tools scenario.Tools
+}
+
+func newClient(t *testing.T, c *cluster.Cluster) client.Client {
+	scheme := kruntime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(kubefairv1.AddToScheme(scheme))
+	cfg, err := c.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func (w *world) kubectl(args ...string) string {
+	w.t.Helper()
+	out, err := w.tools.Kubectl(w.ctx, args...)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return out
+}
+
+// eventually polls cond every 250 ms until it holds or timeout passes.
+func (w *world) eventually(timeout time.Duration, what string, cond func() (bool, string)) {
+	w.t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, msg := cond()
+		if ok {
+			return
+		}
+		last = msg
+		time.Sleep(250 * time.Millisecond)
+	}
+	w.t.Fatalf("waited %s for %s; last: %s", timeout, what, last)
+}
+
+// podsOf lists the running pods of a namespace (or selector), sorted by name.
+func (w *world) pods(opts ...client.ListOption) []corev1.Pod {
+	w.t.Helper()
+	var list corev1.PodList
+	if err := w.k8s.List(w.ctx, &list, opts...); err != nil {
+		w.t.Fatal(err)
+	}
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func ready(p corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// waitReady waits until want pods match and all are Ready.
+func (w *world) waitReady(timeout time.Duration, want int, what string, opts ...client.ListOption) []corev1.Pod {
+	w.t.Helper()
+	var pods []corev1.Pod
+	w.eventually(timeout, what, func() (bool, string) {
+		pods = w.pods(opts...)
+		n := 0
+		for _, p := range pods {
+			if ready(p) {
+				n++
+			}
+		}
+		return n == want && len(pods) == want, fmt.Sprintf("%d of %d ready (%d pods)", n, want, len(pods))
+	})
+	return pods
+}
+
+func readInt(t *testing.T, path string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return v
+}
+
+func (w *world) shares(p corev1.Pod) int64 {
+	return readInt(w.t, filepath.Join(scenario.PodCgroup("cpu", p), "cpu.shares"))
+}
+func (w *world) usage(p corev1.Pod) int64 {
+	w.t.Helper()
+	u, err := scenario.CPUUsage(p)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return u
+}

@@ -1,0 +1,221 @@
+package scenario
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubefair/kubefair/test/harness/cluster"
+	"github.com/kubefair/kubefair/test/harness/kubeapi"
+)
+
+// Release and Namespace of kubefair's chart on the local cluster.
+const (
+	Release   = "kubefair"
+	Namespace = "kubefair-system"
+)
+
+// Tools runs helm and kubectl against a local cluster.
+type Tools struct {
+	Cluster *cluster.Cluster
+	// Helm is the helm binary ($HELM, which the Makefile builds).
+	Helm string
+}
+
+func (t Tools) run(ctx context.Context, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	dir := t.Cluster.Dir()
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+t.Cluster.Kubeconfig(),
+		"HELM_CACHE_HOME="+filepath.Join(dir, "helm", "cache"),
+		"HELM_CONFIG_HOME="+filepath.Join(dir, "helm", "config"),
+		"HELM_DATA_HOME="+filepath.Join(dir, "helm", "data"))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("%s %s: %w\n%s", filepath.Base(name), strings.Join(args, " "), err, out.String())
+	}
+	return out.String(), nil
+}
+
+// Kubectl runs the pinned kubectl.
+func (t Tools) Kubectl(ctx context.Context, args ...string) (string, error) {
+	return t.run(ctx, filepath.Join(kubeapi.Assets(), "kubectl"), args...)
+}
+
+// HelmRun runs helm.
+func (t Tools) HelmRun(ctx context.Context, args ...string) (string, error) {
+	if t.Helm == "" {
+		return "", fmt.Errorf("no helm: set $HELM (`make helm` builds it into the tools cache)")
+	}
+	return t.run(ctx, t.Helm, args...)
+}
+
+// InstallKubefair installs (or upgrades to) the chart from this tree with
+// the local cluster's values, the agent on or off, and waits for it.
+func (t Tools) InstallKubefair(ctx context.Context, agent bool) error {
+	_, err := t.HelmRun(ctx, append([]string{"upgrade", "--install", Release, filepath.Join(kubeapi.RepoRoot(), "charts", "kubefair"),
+		"--namespace", Namespace, "--create-namespace", "--wait", "--timeout", "2m",
+		"--set", "agent.enabled=" + strconv.FormatBool(agent)}, ChartValues(t.Cluster)...)...)
+	return err
+}
+
+// ChartValues: the local cluster's values file (no kube-proxy, images
+// imported by hand) and this cluster's API port, containerd socket and a
+// state directory inside the cluster's directory.
+func ChartValues(c *cluster.Cluster) []string {
+	return []string{
+		"-f", filepath.Join(kubeapi.RepoRoot(), "charts", "kubefair", "ci", "local-cluster-values.yaml"),
+		"--set", "apiServerOverride.port=" + strconv.Itoa(c.APIPort()),
+		"--set", "agent.containerdSocket=" + c.ContainerdSocket(),
+		"--set", "agent.stateDir=" + filepath.Join(c.Dir(), "kubefair-agent"),
+	}
+}
+
+// PodCgroup is a Burstable pod's cgroup below one controller's mount (the
+// cgroupfs driver's layout on cgroup v1).
+func PodCgroup(controller string, p corev1.Pod) string {
+	return filepath.Join("/sys/fs/cgroup", controller, "kubepods", "burstable", "pod"+string(p.UID))
+}
+
+// KubeletShares is the cpu.shares kubelet gives a pod: its CPU requests
+// (as allocated, after any resize) × 1024 / 1000.
+func KubeletShares(p corev1.Pod) int64 {
+	var milli int64
+	for i, c := range p.Spec.Containers {
+		req := c.Resources.Requests.Cpu()
+		if i < len(p.Status.ContainerStatuses) && p.Status.ContainerStatuses[i].Resources != nil {
+			req = p.Status.ContainerStatuses[i].Resources.Requests.Cpu()
+		}
+		milli += req.MilliValue()
+	}
+	return milli * 1024 / 1000
+}
+
+// CPUUsage is a pod's cumulative CPU time (cpuacct), in nanoseconds.
+func CPUUsage(p corev1.Pod) (int64, error) {
+	b, err := os.ReadFile(filepath.Join(PodCgroup("cpuacct", p), "cpuacct.usage"))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}
+
+// Groups are the scenario's running pods by what is measured: each
+// tenant, and each VM ("vm-large", "vm-small").
+func Groups(ctx context.Context, k client.Client) (map[string][]corev1.Pod, error) {
+	out := map[string][]corev1.Pod{}
+	for _, tn := range Tenants {
+		var list corev1.PodList
+		if err := k.List(ctx, &list, client.InNamespace(tn.Namespace)); err != nil {
+			return nil, err
+		}
+		for _, p := range list.Items {
+			if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+				continue
+			}
+			out[tn.Name] = append(out[tn.Name], p)
+			if d := p.Labels["kubevirt.io/domain"]; d != "" {
+				out["vm-"+d] = append(out["vm-"+d], p)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Shares is one measurement: each tenant's share of the CPU the scenario's
+// pods used (so the control plane's and any other load cancel out), and
+// the large VM's share of the two VMs'.
+type Shares struct {
+	Tenant  map[string]float64
+	VMLarge float64
+}
+
+// Measure measures the scenario's shares over one window.
+func Measure(ctx context.Context, k client.Client, window time.Duration) (Shares, error) {
+	groups, err := Groups(ctx, k)
+	if err != nil {
+		return Shares{}, err
+	}
+	usage := func() (map[string]int64, error) {
+		out := map[string]int64{}
+		for g, pods := range groups {
+			for _, p := range pods {
+				u, err := CPUUsage(p)
+				if err != nil {
+					return nil, err
+				}
+				out[g] += u
+			}
+		}
+		return out, nil
+	}
+	before, err := usage()
+	if err != nil {
+		return Shares{}, err
+	}
+	select {
+	case <-ctx.Done():
+		return Shares{}, ctx.Err()
+	case <-time.After(window):
+	}
+	after, err := usage()
+	if err != nil {
+		return Shares{}, err
+	}
+	s := Shares{Tenant: map[string]float64{}}
+	var total float64
+	for _, tn := range Tenants {
+		total += float64(after[tn.Name] - before[tn.Name])
+	}
+	for _, tn := range Tenants {
+		s.Tenant[tn.Name] = float64(after[tn.Name]-before[tn.Name]) / total
+	}
+	large, small := float64(after["vm-large"]-before["vm-large"]), float64(after["vm-small"]-before["vm-small"])
+	s.VMLarge = large / (large + small)
+	return s, nil
+}
+
+// Create creates the scenario's objects and waits until every burner pod
+// runs.
+func Create(ctx context.Context, k client.Client, timeout time.Duration) error {
+	for _, obj := range Objects() {
+		if err := k.Create(ctx, obj); err != nil {
+			return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	want := 0
+	for _, tn := range Tenants {
+		want += tn.Pods()
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		groups, err := Groups(ctx, k)
+		if err != nil {
+			return err
+		}
+		running := 0
+		for _, tn := range Tenants {
+			running += len(groups[tn.Name])
+		}
+		if running == want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d burner pods running after %s", running, want, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,185 @@
+// Package scenario is the multi-tenant workload kubefair's end-to-end suite
+// and `make demo` run on a real cluster: three priced tiers, three tenants
+// whose Deployments of CPU burners have 1, 4 and 12 pods with different
+// thread counts, and a tenant hosting two VM-like multi-threaded pods that
+// its workloads weigh 3:1.
+package scenario
+
+import (
+	"fmt"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
+	"github.com/kubefair/kubefair/test/harness/images"
+)
+
+// Tier is a pricing tier of the scenario.
+type Tier struct {
+	Name   string
+	Weight int32
+	Price  string // per CPU-hour
+}
+
+// Workload is one Deployment of burners.
+type Workload struct {
+	Name          string
+	Pods, Threads int
+	// Labels of the pods (a VM's domain label selects its workload).
+	Labels map[string]string
+	// Weight inside the tenant (Tenant.spec.workloads); 0: not a workload.
+	Weight int32
+}
+
+// Tenant is one tenant of the scenario and what it runs in its namespace.
+type Tenant struct {
+	Name, Tier string
+	// Namespace is the tenant's one namespace; BySelector claims it by the
+	// label team=<tenant> instead of by name.
+	Namespace  string
+	BySelector bool
+	Workloads  []Workload
+}
+
+// Currency of every tier.
+const Currency = "EUR"
+
+// CPURequest of every burner container: Burstable pods, 51 cpu.shares
+// each from kubelet — the stock behaviour kubefair is measured against.
+const CPURequest = "50m"
+
+var (
+	Tiers = []Tier{{"gold", 400, "0.120"}, {"silver", 200, "0.060"}, {"bronze", 100, "0.030"}}
+
+	Tenants = []Tenant{
+		{Name: "checkout", Tier: "gold", Namespace: "checkout", Workloads: []Workload{{Name: "web", Pods: 1, Threads: 4}}},
+		{Name: "search", Tier: "silver", Namespace: "search", BySelector: true, Workloads: []Workload{{Name: "index", Pods: 4, Threads: 2}}},
+		{Name: "batch", Tier: "bronze", Namespace: "batch", Workloads: []Workload{{Name: "jobs", Pods: 12, Threads: 1}}},
+		{Name: "hosting", Tier: "silver", Namespace: "hosting", Workloads: []Workload{
+			{Name: "vm-large", Pods: 1, Threads: 4, Labels: map[string]string{"kubevirt.io/domain": "large"}, Weight: 3},
+			{Name: "vm-small", Pods: 1, Threads: 4, Labels: map[string]string{"kubevirt.io/domain": "small"}, Weight: 1},
+		}},
+	}
+)
+
+// TierOf is a tenant's tier.
+func TierOf(t Tenant) Tier {
+	for _, tier := range Tiers {
+		if tier.Name == t.Tier {
+			return tier
+		}
+	}
+	panic("scenario: tenant " + t.Name + " has no tier " + t.Tier)
+}
+
+// Pods is how many pods the tenant runs.
+func (t Tenant) Pods() int {
+	n := 0
+	for _, w := range t.Workloads {
+		n += w.Pods
+	}
+	return n
+}
+
+// EntitledShares are the tenants' shares of the CPU the scenario's pods
+// use when every tenant is backlogged and feasible (each has ≥ 2 threads
+// on 2 CPUs): their weights over the sum.
+func EntitledShares() map[string]float64 {
+	var sum float64
+	for _, t := range Tenants {
+		sum += float64(TierOf(t).Weight)
+	}
+	out := map[string]float64{}
+	for _, t := range Tenants {
+		out[t.Name] = float64(TierOf(t).Weight) / sum
+	}
+	return out
+}
+
+// Objects are everything the scenario creates, in creation order: tiers,
+// tenants, namespaces, Deployments.
+func Objects() []client.Object {
+	var objs []client.Object
+	for _, tier := range Tiers {
+		objs = append(objs, &kubefairv1.PricingTier{
+			ObjectMeta: metav1.ObjectMeta{Name: tier.Name},
+			Spec:       kubefairv1.PricingTierSpec{Weight: tier.Weight, PricePerCPUHour: tier.Price, Currency: Currency},
+		})
+	}
+	for _, t := range Tenants {
+		objs = append(objs, tenantObject(t))
+	}
+	for _, t := range Tenants {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: t.Namespace}}
+		if t.BySelector {
+			ns.Labels = map[string]string{"team": t.Name}
+		}
+		objs = append(objs, ns)
+	}
+	for _, t := range Tenants {
+		for _, w := range t.Workloads {
+			objs = append(objs, Deployment(t.Namespace, w))
+		}
+	}
+	return objs
+}
+
+func tenantObject(t Tenant) *kubefairv1.Tenant {
+	tn := &kubefairv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: t.Name}, Spec: kubefairv1.TenantSpec{Tier: t.Tier}}
+	if t.BySelector {
+		tn.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": t.Name}}
+	} else {
+		tn.Spec.Namespaces = []string{t.Namespace}
+	}
+	for _, w := range t.Workloads {
+		if w.Weight > 0 {
+			tn.Spec.Workloads = append(tn.Spec.Workloads, kubefairv1.Workload{
+				Name: w.Name, Weight: w.Weight, PodSelector: metav1.LabelSelector{MatchLabels: w.Labels},
+			})
+		}
+	}
+	return tn
+}
+
+// Deployment runs a workload's burners: each pod one burner with
+// w.Threads spinning threads, requesting CPURequest.
+func Deployment(namespace string, w Workload) *appsv1.Deployment {
+	labels := map[string]string{"app": w.Name}
+	for k, v := range w.Labels {
+		labels[k] = v
+	}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: w.Name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(int32(w.Pods)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": w.Name}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					TerminationGracePeriodSeconds: ptr.To(int64(2)),
+					AutomountServiceAccountToken:  ptr.To(false),
+					Containers: []corev1.Container{{
+						Name:            "burner",
+						Image:           images.Burner.Ref,
+						ImagePullPolicy: corev1.PullNever,
+						Command:         []string{images.Burner.Binary(), "-threads", strconv.Itoa(w.Threads)},
+						Resources: corev1.ResourceRequirements{
+							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(CPURequest)},
+						},
+						// In-place resizes of CPU need no restart (the suite's resize fault).
+						ResizePolicy: []corev1.ContainerResizePolicy{{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.NotRequired}},
+					}},
+				},
+			},
+		},
+	}
+}
+
+// String names a workload for tables: tenant/workload.
+func (w Workload) String() string { return fmt.Sprintf("%s×%d threads", w.Name, w.Threads) }
