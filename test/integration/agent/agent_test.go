@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -152,13 +153,18 @@ func (w *world) addPods(tenant string, n int) {
 	}
 }
 
+// setWeight changes a tenant's weight, again if the controller wrote the
+// tenant in between.
 func (w *world) setWeight(tenant string, weight int32) {
-	var tn kubefairv1.Tenant
-	if err := w.k8s.Get(context.Background(), client.ObjectKey{Name: tenant}, &tn); err != nil {
-		w.t.Fatal(err)
-	}
-	tn.Spec.Weight = ptr.To(weight)
-	if err := w.k8s.Update(context.Background(), &tn); err != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var tn kubefairv1.Tenant
+		if err := w.k8s.Get(context.Background(), client.ObjectKey{Name: tenant}, &tn); err != nil {
+			return err
+		}
+		tn.Spec.Weight = ptr.To(weight)
+		return w.k8s.Update(context.Background(), &tn)
+	})
+	if err != nil {
 		w.t.Fatal(err)
 	}
 }

@@ -62,7 +62,7 @@ func TestFaults(t *testing.T) {
 	}
 
 	// kubelet rewrites fb's weight (an in-place resize): counted as drift and
-	// put back in the same step.
+	// put back in the same step; 500 is now kubelet's value for the pod.
 	if err := w.tree.WriteShares(fb, 500); err != nil {
 		t.Fatal(err)
 	}
@@ -96,8 +96,8 @@ func TestFaults(t *testing.T) {
 	if err := restarted.RestoreAll(); err != nil {
 		t.Fatal(err)
 	}
-	if s, _ := w.tree.Shares(fb); s != podcgroups.KubeletShares {
-		t.Fatalf("after restore fb's pod has %d shares, want kubelet's %d", s, podcgroups.KubeletShares)
+	if s, _ := w.tree.Shares(fb); s != 500 {
+		t.Fatalf("after restore fb's pod has %d shares, want kubelet's latest, 500", s)
 	}
 }
 
