@@ -16,7 +16,6 @@ import (
 
 	"github.com/kubefair/kubefair/test/harness/containerd"
 	"github.com/kubefair/kubefair/test/harness/images"
-	"github.com/kubefair/kubefair/test/harness/kubeapi"
 	"github.com/kubefair/kubefair/test/harness/podcgroups"
 )
 
@@ -102,11 +101,10 @@ func benchCost(b *testing.B) {
 	}
 
 	tmp := b.TempDir()
-	bin := filepath.Join(tmp, "kubefair-agent")
-	build := exec.Command("go", "build", "-o", bin, "./node-agent/cmd/kubefair-agent")
-	build.Dir = kubeapi.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("building the agent: %v\n%s", err, out)
+	bin := agentBinary(b) // static, as in the agent's image
+	stateDir := filepath.Join(tmp, "state") // exists, as the chart's hostPath does: the agent's filter has no mkdir
+	if err := os.Mkdir(stateDir, 0o700); err != nil {
+		b.Fatal(err)
 	}
 	kubeconfig := filepath.Join(tmp, "kubeconfig")
 	if err := api.WriteKubeconfig(kubeconfig); err != nil {
@@ -118,7 +116,7 @@ func benchCost(b *testing.B) {
 	}
 	defer logFile.Close()
 	agentCmd := exec.Command(bin, "--node-name", node, "--cgroup-root", podcgroups.HostCgroupRoot,
-		"--kubelet-cgroup-root", w.tree.KubeletRoot, "--containerd-address", d.Address, "--state-dir", filepath.Join(tmp, "state"),
+		"--kubelet-cgroup-root", w.tree.KubeletRoot, "--containerd-address", d.Address, "--state-dir", stateDir,
 		"--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0")
 	agentCmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	agentCmd.Stdout, agentCmd.Stderr = logFile, logFile
@@ -136,10 +134,15 @@ func benchCost(b *testing.B) {
 	b.Cleanup(stop)
 	pid := agentCmd.Process.Pid
 	last := w.pods[fmt.Sprintf("cost-%d", costTenants-1)][0]
-	waitFor(b, "the agent to weigh the pods", func() bool {
-		s, _ := w.tree.Shares(last)
-		return s != podcgroups.KubeletShares
-	})
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if s, _ := w.tree.Shares(last); s != podcgroups.KubeletShares {
+			break
+		}
+		if time.Now().After(deadline) {
+			logs, _ := os.ReadFile(logFile.Name())
+			b.Fatalf("the agent did not weigh the pods within 60 s; its log:\n%s", logs)
+		}
+	}
 
 	time.Sleep(costWarmup)
 	cpu0, t0 := processCPU(b, pid), time.Now()

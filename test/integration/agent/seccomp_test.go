@@ -39,7 +39,7 @@ var (
 
 // agentBinary builds the real kubefair-agent, as the image ships it
 // (static, CGO_ENABLED=0), once per suite run.
-func agentBinary(t *testing.T) string {
+func agentBinary(t testing.TB) string {
 	t.Helper()
 	agentBuild.Do(func() {
 		agentBin = filepath.Join(scratch, "kubefair-agent")
