@@ -19,7 +19,6 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -70,9 +69,17 @@ type Agent struct {
 	window     map[string]*tenantWindow
 	windowFrom time.Time
 	lastReport time.Time
+	writing    *reportWrite // the report being written, if any
 	drift      int64
 
-	kick chan struct{}
+	kick  chan struct{}
+	procs procReader
+	// The runtime's containers, listed again when a pod on the node has
+	// none known, when a pod cgroup vanishes, and every
+	// discoveryRefreshPeriods periods.
+	containers []discovery.Container
+	relist     bool
+	sinceList  int
 
 	// Last is the most recent period's outcome (tests and metrics read it).
 	Last Step
@@ -90,7 +97,28 @@ type podState struct {
 	// The pod's figures in the last step, for its workload's closed loop.
 	cpu        time.Duration
 	backlogged bool
+	// pids are the containers' processes, read again every
+	// procsRefreshPeriods busy periods (pidsAge counts them).
+	pids    []int
+	pidsAge int
 }
+
+// discoveryRefreshPeriods is how many periods the runtime's container list
+// is kept when nothing says it changed: listing returns every container's
+// full OCI spec, and decoding that each second was a fifth of the agent's
+// CPU time at 100 pods.
+const discoveryRefreshPeriods = 10
+
+// procsRefreshPeriods is how many busy periods a pod's process list is
+// kept before its containers' cgroup.procs are read again, when the agent
+// sets pod weights only. A container's processes seldom change, and
+// cgroup.procs is the dearest file the agent reads (the kernel builds and
+// sorts a pid list for it). A new process is therefore seen within this
+// many periods — its CPU time counts at once through the pod's cgroup —
+// while its threads are listed every period. With a thread backend the
+// list is read every period: a thread weight must never land on a process
+// that took over a recycled pid.
+const procsRefreshPeriods = 5
 
 // tenantWindow accumulates a tenant's figures between two reports.
 type tenantWindow struct {
@@ -154,7 +182,7 @@ func New(cfg Config, o Options) (*Agent, error) {
 	a := &Agent{
 		cfg: cfg, log: o.Log, hier: o.Hierarchy, cgroups: o.Cgroups, threads: o.Threads, source: o.Source,
 		reader: o.Reader, writer: o.Writer, metrics: o.Metrics, bootID: hex.EncodeToString(b),
-		kick: make(chan struct{}, 1), pods: map[string]*podState{}, cumulative: map[string]int64{}, window: map[string]*tenantWindow{},
+		kick: make(chan struct{}, 1), procs: procReader{root: cfg.ProcRoot}, relist: true, pods: map[string]*podState{}, cumulative: map[string]int64{}, window: map[string]*tenantWindow{},
 		tenantLoop: newClosedLoop(cfg.Correction), workloadLoops: map[string]*closedLoop{},
 	}
 	a.loadLoops()
@@ -234,18 +262,35 @@ func (a *Agent) KickOnChanges(ctx context.Context, c cache.Cache) error {
 	return nil
 }
 
-// podCgroups lists the pod cgroups on the node: from containerd when there
-// is a source (a container's cgroup's parent is its pod's), else from the
-// cgroup tree. A containerd that is away falls back to the tree.
-func (a *Agent) podCgroups(ctx context.Context) (map[string]string, error) {
-	out := map[string]string{} // cgroup → pod uid
+// podRef is one pod cgroup on the node and its containers' cgroups.
+type podRef struct {
+	uid        string
+	containers []string
+}
+
+// podCgroups lists the pod cgroups on the node with their containers: from
+// containerd when there is a source (a container's cgroup's parent is its
+// pod's), else from the cgroup tree. A containerd that is away falls back
+// to the tree.
+func (a *Agent) podCgroups(ctx context.Context) (map[string]*podRef, error) {
+	out := map[string]*podRef{} // by pod cgroup
 	if a.source != nil {
-		containers, err := a.source.Containers(ctx)
+		containers, err := a.containers, error(nil)
+		if a.relist || a.sinceList >= discoveryRefreshPeriods {
+			containers, err = a.source.Containers(ctx)
+			a.containers, a.relist, a.sinceList = containers, err != nil, 0
+		}
+		a.sinceList++
 		if err == nil {
 			for _, c := range containers {
-				if c.PodUID != "" && c.Cgroup != "" {
-					out[path.Dir(c.Cgroup)] = c.PodUID
+				if c.PodUID == "" || c.Cgroup == "" {
+					continue
 				}
+				pod := path.Dir(c.Cgroup)
+				if out[pod] == nil {
+					out[pod] = &podRef{uid: c.PodUID}
+				}
+				out[pod].containers = append(out[pod].containers, c.Cgroup)
 			}
 			return out, nil
 		}
@@ -256,7 +301,11 @@ func (a *Agent) podCgroups(ctx context.Context) (map[string]string, error) {
 		return nil, err
 	}
 	for _, p := range pods {
-		out[p.Path] = p.UID
+		ref := &podRef{uid: p.UID, containers: []string{p.Path}} // kubelet leaves the pod's own cgroup empty; read it anyway
+		for _, c := range p.Containers {
+			ref.containers = append(ref.containers, p.Path+"/"+c)
+		}
+		out[p.Path] = ref
 	}
 	return out, nil
 }
@@ -283,10 +332,18 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		return Step{}, fmt.Errorf("listing tenants: %w", err)
 	}
 	byUID := make(map[string]*corev1.Pod, len(podList.Items))
+	discovered := make(map[string]bool, len(cgroups))
+	for _, ref := range cgroups {
+		discovered[ref.uid] = true
+	}
 	for i := range podList.Items {
 		p := &podList.Items[i]
-		if p.Spec.NodeName == a.cfg.NodeName {
-			byUID[string(p.UID)] = p
+		if p.Spec.NodeName != a.cfg.NodeName {
+			continue
+		}
+		byUID[string(p.UID)] = p
+		if !discovered[string(p.UID)] && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			a.relist = true // a pod whose containers are not (yet) known: ask the runtime again
 		}
 	}
 
@@ -298,7 +355,8 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	acc := map[string]*tenantAcc{}
 	var leaving []enforce.Pod
 	current := map[string]bool{}
-	for cg, uid := range cgroups {
+	for cg, ref := range cgroups {
+		uid := ref.uid
 		pod := byUID[uid]
 		var member membership
 		ok := pod != nil
@@ -325,7 +383,7 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		}
 		ta.pods = append(ta.pods, ps)
 		ta.step.Pods++
-		a.measure(ps, &ta.step, dt)
+		a.measure(ps, ref.containers, &ta.step, dt)
 	}
 	for cg, ps := range a.pods {
 		if !current[cg] {
@@ -361,7 +419,8 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		s.Backlogged = s.Wait.Seconds() > 0.02*dt.Seconds()
 		tenantsCPU += s.CPU
 	}
-	entitled := fairness.Divide(a.leftToTenants(tenantsCPU, dt), principals, a.cfg.CPUs)
+	left := a.leftToTenants(tenantsCPU, dt)
+	entitled := fairness.Divide(left, principals, a.cfg.CPUs)
 	loop := make([]measured, len(names))
 	for i, n := range names {
 		acc[n].step.Entitled = entitled[i]
@@ -369,20 +428,26 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	}
 	mult := a.tenantLoop.step(loop, dt, a.cfg.Period)
 
-	// Group weights: the entitled share times the correction; a tenant with
+	// Group weights: the entitled share times the correction. A tenant with
 	// no demand this period keeps its plain weight share, so that it gets
-	// its due at once when it wakes up.
-	var weightSum float64
-	for _, n := range names {
+	// its due at once when it wakes up; and while the node has CPU to spare
+	// (the tenants together want less than what is left to them) every
+	// tenant gets what it wants whatever the weights, so they stay at the
+	// plain weight shares — the right start when contention begins —
+	// instead of following every period's noisy demand with a write per pod.
+	var weightSum, demandSum float64
+	for i, n := range names {
 		weightSum += float64(acc[n].step.Weight)
+		demandSum += principals[i].Demand
 	}
+	spare := demandSum < left
 	plan := enforce.Plan{}
 	var groupSum float64
 	group := make([]float64, len(names))
 	for i, n := range names {
 		acc[n].step.Multiplier = mult[i]
 		share := entitled[i]
-		if share <= 0 {
+		if share <= 0 || spare {
 			share = float64(acc[n].step.Weight) / weightSum
 		}
 		group[i] = share * mult[i]
@@ -433,6 +498,8 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		res.ApproxErrorPoints = tres.ApproxErrorPoints
 	}
 	a.drift += int64(res.Drift)
+	a.procs.sweep()
+	a.hier.Sweep()
 
 	step := Step{Time: now, Window: dt, Plan: plan, Result: res}
 	for _, n := range names {
@@ -443,12 +510,9 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	if a.metrics != nil {
 		a.metrics.observe(step, time.Since(start))
 	}
-	if now.Sub(a.lastReport) >= a.cfg.ReportPeriod {
-		if err := a.report(ctx, now); err != nil {
-			errs = append(errs, fmt.Errorf("writing the node's report: %w", err))
-		} else {
-			a.lastReport = now
-		}
+	errs = append(errs, a.finishReport())
+	if a.writing == nil && now.Sub(a.lastReport) >= a.cfg.ReportPeriod {
+		a.startReport(ctx, now)
 	}
 	return step, errors.Join(errs...)
 }
@@ -494,10 +558,11 @@ func (a *Agent) podWeightBudget(pods []*podState) float64 {
 
 // measure adds one pod's CPU, waiting time and active threads in the
 // period to its tenant's step.
-func (a *Agent) measure(ps *podState, s *TenantStep, dt time.Duration) {
+func (a *Agent) measure(ps *podState, containers []string, s *TenantStep, dt time.Duration) {
 	usage, err := a.hier.UsageNanoseconds(ps.cgroup)
 	if err != nil {
-		return // vanished mid-period
+		a.relist = true // vanished: the runtime's list is out of date
+		return
 	}
 	// Shares compare tenants over the same window: a pod's CPU is its rate
 	// over the interval between its own two reads, times the step's dt, so
@@ -508,13 +573,29 @@ func (a *Agent) measure(ps *podState, s *TenantStep, dt time.Duration) {
 		scale = min(4, max(0.25, float64(dt)/float64(readAt.Sub(ps.readAt))))
 	}
 	ps.readAt = readAt
-	pids, _ := a.hier.Procs(ps.cgroup)
-	threads := map[int]threadTimes{}
-	owner := map[int]int{} // tid → pid
-	for _, pid := range pids {
-		for tid, tt := range readThreads(a.cfg.ProcRoot, pid) {
-			threads[tid], owner[tid] = tt, pid
+	if ps.seen && usage == ps.usage {
+		// No thread of the pod ran: none is active, and none waited long
+		// enough to matter (a runnable thread starved for a whole period
+		// shows its wait when it next runs, as the counters are
+		// cumulative). Skipping /proc keeps an idle node cheap.
+		ps.processes = ps.processes[:0]
+		ps.cpu, ps.backlogged = 0, false
+		return
+	}
+	if a.threads != nil || len(ps.pids) == 0 || ps.pidsAge%procsRefreshPeriods == 0 {
+		ps.pids = ps.pids[:0]
+		for _, c := range containers {
+			ps.pids, _ = a.hier.AppendProcs(ps.pids, c)
 		}
+	}
+	ps.pidsAge++
+	pids := ps.pids
+	threads := make(map[int]threadTimes, len(ps.threads))
+	owner := make(map[int]int, len(ps.threads)) // tid → pid
+	for _, pid := range pids {
+		a.procs.readThreads(pid, func(tid int, tt threadTimes) {
+			threads[tid], owner[tid] = tt, pid
+		})
 	}
 	// The pod's processes with the threads that ran or waited this period:
 	// a thread policy divides a process's weight among those only.
@@ -555,89 +636,6 @@ func (a *Agent) measure(ps *podState, s *TenantStep, dt time.Duration) {
 	ps.backlogged = wait > a.cfg.Period/50 // waited for more than 2 % of a period
 	ps.usage, ps.threads, ps.seen = usage, threads, true
 }
-
-func (a *Agent) accumulate(step Step) {
-	if a.windowFrom.IsZero() {
-		a.windowFrom = step.Time.Add(-step.Window)
-	}
-	for _, t := range step.Tenants {
-		w := a.window[t.Name]
-		if w == nil {
-			w = &tenantWindow{}
-			a.window[t.Name] = w
-		}
-		w.cpu += int64(t.CPU)
-		w.wait += int64(t.Wait)
-		w.entitledTime += t.Entitled * step.Window.Seconds()
-		w.backlogged = w.backlogged || t.Backlogged
-		w.runnable, w.podsNow = int32(t.Threads), int32(t.Pods)
-	}
-}
-
-// report writes this node's NodeShareReport from the figures accumulated
-// since the last one. Counters are cumulative, so a failed write loses
-// nothing: the next one carries it.
-func (a *Agent) report(ctx context.Context, now time.Time) error {
-	window := now.Sub(a.windowFrom)
-	if window <= 0 || a.windowFrom.IsZero() {
-		return nil
-	}
-	capacity := float64(a.cfg.CPUs) * window.Seconds()
-	r := &kubefairv1.NodeShareReport{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.NodeName}}
-	err := a.writer.Get(ctx, client.ObjectKeyFromObject(r), r)
-	exists := err == nil
-	if err != nil && client.IgnoreNotFound(err) != nil {
-		return err
-	}
-	r.Backend = kubefairv1.BackendCgroup
-	if a.threads != nil {
-		r.Backend = kubefairv1.Backend(a.threads.Name())
-	}
-	r.CPUs = int32(a.cfg.CPUs)
-	r.Window = metav1.Duration{Duration: window.Round(time.Millisecond)}
-	r.ObservedTime = metav1.NewTime(now)
-	r.BootID = a.bootID
-	r.DriftCorrections = a.drift
-	r.Tenants = nil
-	var entitled, achieved []float64
-	var backlogged []bool
-	names := make([]string, 0, len(a.cumulative))
-	for n := range a.cumulative {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		share := kubefairv1.TenantShare{Name: n, CPUNanoseconds: a.cumulative[n]}
-		if w := a.window[n]; w != nil {
-			share.EntitledShare = round4(w.entitledTime / window.Seconds())
-			share.AchievedShare = round4(float64(w.cpu) / 1e9 / capacity)
-			share.WaitingFraction = round4(float64(w.wait) / 1e9 / capacity)
-			share.Backlogged = w.backlogged
-			share.RunnableThreads, share.Pods = w.runnable, w.podsNow
-			entitled = append(entitled, share.EntitledShare)
-			achieved = append(achieved, share.AchievedShare)
-			backlogged = append(backlogged, share.Backlogged)
-		}
-		r.Tenants = append(r.Tenants, share)
-	}
-	r.FairnessErrorPoints = round4(fairness.MaxErrorPoints(entitled, achieved, backlogged))
-	r.JainIndex = round4(fairness.JainIndex(entitled, achieved))
-	if exists {
-		err = a.writer.Update(ctx, r)
-	} else {
-		err = a.writer.Create(ctx, r)
-	}
-	if err != nil {
-		return err
-	}
-	a.window, a.windowFrom = map[string]*tenantWindow{}, now
-	if err := a.saveLoops(); err != nil {
-		a.log.Info("could not keep the closed loops' state", "error", err.Error())
-	}
-	return nil
-}
-
-func round4(v float64) float64 { return math.Round(v*1e4) / 1e4 }
 
 // RestoreAll puts kubelet's values back on every pod kubefair changed
 // (the agent's --restore-on-exit, after Run has returned).

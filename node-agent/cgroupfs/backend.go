@@ -63,7 +63,8 @@ func NewBackend(h *Hierarchy, stateDir string) (*Backend, error) {
 // Name is what the node's report shows.
 func (b *Backend) Name() string { return "cgroup" }
 
-// Apply writes each pod's weight when it differs from the plan.
+// Apply writes each pod's weight when it differs from the plan by more
+// than 1 %.
 func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -92,7 +93,8 @@ func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 			b.state.Original[pod.Cgroup] = have
 			changed = true
 		}
-		if have != want {
+		kept := have
+		if significant(have, want) {
 			if err := b.h.WriteWeight(pod.Cgroup, want); err != nil {
 				if errors.Is(err, os.ErrNotExist) {
 					res.Vanished++
@@ -102,9 +104,10 @@ func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 				continue
 			}
 			res.Writes++
+			kept = want
 		}
-		if b.state.Written[pod.Cgroup] != want {
-			b.state.Written[pod.Cgroup] = want
+		if last, ok := b.state.Written[pod.Cgroup]; !ok || last != kept {
+			b.state.Written[pod.Cgroup] = kept
 			changed = true
 		}
 	}
@@ -112,6 +115,14 @@ func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 		errs = append(errs, b.save())
 	}
 	return res, errors.Join(errs...)
+}
+
+// significant tells whether a planned weight differs enough from the one
+// in place to be written: the closed loop nudges every pod's weight each
+// period, and a change of 1 % or less moves no share measurably but costs
+// a write (and the kernel a reweight) per pod per period.
+func significant(have, want uint64) bool {
+	return (max(have, want)-min(have, want))*100 > have
 }
 
 // Restore puts kubelet's value back for each pod and forgets it. A pod whose

@@ -13,12 +13,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 
 	"github.com/containerd/cgroups/v3/cgroup1"
 	"github.com/containerd/cgroups/v3/cgroup2"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/kubefair/kubefair/node-agent/fairness"
+	"github.com/kubefair/kubefair/node-agent/internal/statfile"
 )
 
 // Mode is the cgroup version of the hierarchy.
@@ -36,10 +39,16 @@ const KubepodsDir = "/kubepods"
 // Hierarchy is one node's cgroup tree, rooted at --cgroup-root.
 type Hierarchy struct {
 	Mode Mode
-	// cpu and cpuacct are the directories holding the cpu and cpuacct
-	// controllers (v1; the same directory when co-mounted), or the unified
-	// root (v2).
+	// cpu and cpuacct are the mounts of the cpu and cpuacct controllers
+	// (v1; the same directory when co-mounted), or the unified root (v2).
 	cpu, cpuacct string
+	// kubeletRoot is kubelet's --cgroup-root, the cgroup that holds
+	// kubepods, as runtimes spell cgroup paths ("/" by default).
+	kubeletRoot string
+	// files keeps the usage and weight files read every period open;
+	// handles keeps the cgroups written every period loaded.
+	files   *statfile.Files
+	handles *handles
 }
 
 // Detect finds the cgroup version and controller directories below root
@@ -50,11 +59,11 @@ func Detect(root string) (*Hierarchy, error) {
 		if !strings.Contains(" "+strings.TrimSpace(string(data))+" ", " cpu ") {
 			return nil, fmt.Errorf("cgroup v2 at %s has no cpu controller enabled", root)
 		}
-		return &Hierarchy{Mode: V2, cpu: root, cpuacct: root}, nil
+		return &Hierarchy{Mode: V2, cpu: root, cpuacct: root, kubeletRoot: "/", files: &statfile.Files{}, handles: &handles{}}, nil
 	}
 	// v1: root/cpu is the cpu controller (a directory, or the usual symlink
 	// to a co-mounted cpu,cpuacct); containerd/cgroups expects that name.
-	h := &Hierarchy{Mode: V1}
+	h := &Hierarchy{Mode: V1, kubeletRoot: "/", files: &statfile.Files{}, handles: &handles{}}
 	if isFile(filepath.Join(root, "cpu", "cpu.shares")) {
 		h.cpu = filepath.Join(root, "cpu")
 	}
@@ -68,6 +77,61 @@ func Detect(root string) (*Hierarchy, error) {
 		return nil, fmt.Errorf("no cgroup v1 cpu and cpuacct controllers under %s, and no cgroup v2 there either", root)
 	}
 	return h, nil
+}
+
+// Below is the hierarchy as kubelet sees it when it runs with
+// --cgroup-root=kubeletRoot: kubepods lies below that cgroup, and runtimes
+// spell container cgroups from the controller's root ("<kubeletRoot>/kubepods/…").
+func (h *Hierarchy) Below(kubeletRoot string) (*Hierarchy, error) {
+	if kubeletRoot == "" {
+		kubeletRoot = "/"
+	}
+	if !path.IsAbs(kubeletRoot) || path.Clean(kubeletRoot) != kubeletRoot {
+		return nil, fmt.Errorf("kubelet cgroup root %q: want an absolute, clean cgroup path such as / or /kubelet", kubeletRoot)
+	}
+	if h.kubeletRoot != "/" {
+		return nil, fmt.Errorf("hierarchy already below %s", h.kubeletRoot)
+	}
+	b := *h
+	b.kubeletRoot = kubeletRoot
+	b.files, b.handles = &statfile.Files{}, &handles{} // keyed by paths below the new root
+	return &b, nil
+}
+
+// cpuDir and acctDir are a pod's cgroup directories in the cpu and cpuacct
+// controllers; hostPath is its path from the controllers' root. (cgroup is
+// clean and absolute, as checkPath requires: plain concatenation is enough,
+// and these run several hundred times a period.)
+func (h *Hierarchy) cpuDir(cgroup string) string  { return h.cpu + h.hostPath(cgroup) }
+func (h *Hierarchy) acctDir(cgroup string) string { return h.cpuacct + h.hostPath(cgroup) }
+func (h *Hierarchy) hostPath(cgroup string) string {
+	if h.kubeletRoot == "/" {
+		return cgroup
+	}
+	return h.kubeletRoot + cgroup
+}
+
+// FromRuntime maps a container's cgroup as its runtime spells it (the OCI
+// spec's linux.cgroupsPath; kubelet's cgroupfs driver gives
+// "<kubelet root>/kubepods/burstable/pod<uid>/<id>") to a path in this
+// hierarchy. It is false for a path outside kubelet's root or in the
+// systemd driver's "slice:prefix:name" form (not supported yet).
+func (h *Hierarchy) FromRuntime(cgroupsPath string) (string, bool) {
+	if cgroupsPath == "" || strings.Count(cgroupsPath, ":") == 2 {
+		return "", false
+	}
+	p := path.Clean("/" + cgroupsPath)
+	if h.kubeletRoot != "/" {
+		rest, ok := strings.CutPrefix(p, h.kubeletRoot+"/")
+		if !ok {
+			return "", false
+		}
+		p = "/" + rest
+	}
+	if checkPath(p) != nil {
+		return "", false
+	}
+	return p, true
 }
 
 func isDir(p string) bool  { st, err := os.Stat(p); return err == nil && st.IsDir() }
@@ -112,7 +176,7 @@ func (h *Hierarchy) ReadWeight(cgroup string) (uint64, error) {
 	if h.Mode == V2 {
 		file = "cpu.weight"
 	}
-	return readUint(filepath.Join(h.cpu, cgroup, file))
+	return h.readUint(filepath.Join(h.cpuDir(cgroup), file))
 }
 
 // WriteWeight sets a cgroup's CPU weight, given in native units.
@@ -120,29 +184,69 @@ func (h *Hierarchy) WriteWeight(cgroup string, native uint64) error {
 	if err := checkPath(cgroup); err != nil {
 		return err
 	}
-	if !isDir(filepath.Join(h.cpu, cgroup)) {
+	// Update creates a missing cgroup: make sure kubelet has not removed it.
+	if !isDir(h.cpuDir(cgroup)) {
 		return fmt.Errorf("cgroup %s: %w", cgroup, os.ErrNotExist)
 	}
-	if h.Mode == V2 {
-		w := min(max(native, fairness.MinWeight), fairness.MaxWeight)
-		m, err := cgroup2.Load(cgroup, cgroup2.WithMountpoint(h.cpu))
-		if err != nil {
-			return fmt.Errorf("loading %s: %w", cgroup, err)
-		}
-		return m.Update(&cgroup2.Resources{CPU: &cgroup2.CPU{Weight: &w}})
-	}
-	s := clampShares(native)
-	root := filepath.Dir(h.cpu) // NewCpu appends "cpu"
-	cg, err := cgroup1.Load(cgroup1.StaticPath(cgroup), cgroup1.WithHierarchy(func() ([]cgroup1.Subsystem, error) {
-		return []cgroup1.Subsystem{cgroup1.NewCpu(root)}, nil
-	}))
+	update, err := h.updater(cgroup)
 	if err != nil {
 		if errors.Is(err, cgroup1.ErrCgroupDeleted) {
 			return fmt.Errorf("cgroup %s: %w", cgroup, os.ErrNotExist)
 		}
 		return fmt.Errorf("loading %s: %w", cgroup, err)
 	}
-	return cg.Update(&specs.LinuxResources{CPU: &specs.LinuxCPU{Shares: &s}})
+	return update(native)
+}
+
+// updater is the containerd/cgroups handle that writes a cgroup's weight,
+// loaded once and kept while the cgroup is written (Sweep drops the rest):
+// loading costs more than the write itself.
+func (h *Hierarchy) updater(cgroup string) (func(native uint64) error, error) {
+	h.handles.mu.Lock()
+	defer h.handles.mu.Unlock()
+	if u := h.handles.of[cgroup]; u != nil {
+		u.used = true
+		return u.update, nil
+	}
+	var update func(uint64) error
+	if h.Mode == V2 {
+		m, err := cgroup2.Load(h.hostPath(cgroup), cgroup2.WithMountpoint(h.cpu))
+		if err != nil {
+			return nil, err
+		}
+		update = func(native uint64) error {
+			w := min(max(native, fairness.MinWeight), fairness.MaxWeight)
+			return m.Update(&cgroup2.Resources{CPU: &cgroup2.CPU{Weight: &w}})
+		}
+	} else {
+		root := filepath.Dir(h.cpu) // NewCpu appends "cpu"
+		cg, err := cgroup1.Load(cgroup1.StaticPath(h.hostPath(cgroup)), cgroup1.WithHierarchy(func() ([]cgroup1.Subsystem, error) {
+			return []cgroup1.Subsystem{cgroup1.NewCpu(root)}, nil
+		}))
+		if err != nil {
+			return nil, err
+		}
+		update = func(native uint64) error {
+			s := clampShares(native)
+			return cg.Update(&specs.LinuxResources{CPU: &specs.LinuxCPU{Shares: &s}})
+		}
+	}
+	if h.handles.of == nil {
+		h.handles.of = map[string]*handle{}
+	}
+	h.handles.of[cgroup] = &handle{update: update, used: true}
+	return update, nil
+}
+
+// handles are the loaded containerd/cgroups handles, by cgroup.
+type handles struct {
+	mu sync.Mutex
+	of map[string]*handle
+}
+
+type handle struct {
+	update func(native uint64) error
+	used   bool
 }
 
 // UsageNanoseconds is the CPU time all tasks in the cgroup and below have
@@ -155,25 +259,42 @@ func (h *Hierarchy) UsageNanoseconds(cgroup string) (uint64, error) {
 }
 
 // NodeUsageNanoseconds is the CPU time of everything in the hierarchy,
-// from its root: on a node, all of the node's tasks. (Read only; the root
-// is never written.)
+// from kubelet's cgroup root: on a node, all of the node's tasks (kubelet
+// runs with its root at "/"). Read only; the root is never written.
 func (h *Hierarchy) NodeUsageNanoseconds() (uint64, error) { return h.usage("/") }
 
 func (h *Hierarchy) usage(cgroup string) (uint64, error) {
 	if h.Mode == V1 {
-		return readUint(filepath.Join(h.cpuacct, cgroup, "cpuacct.usage"))
+		return h.readUint(filepath.Join(h.acctDir(cgroup), "cpuacct.usage"))
 	}
-	data, err := os.ReadFile(filepath.Join(h.cpu, cgroup, "cpu.stat"))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
-			us, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-			return us * 1000, err
+	var usage uint64
+	err := h.files.Read(filepath.Join(h.cpuDir(cgroup), "cpu.stat"), func(data []byte) error {
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+				us, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+				usage = us * 1000
+				return err
+			}
 		}
+		return fmt.Errorf("%s/cpu.stat has no usage_usec", cgroup)
+	})
+	return usage, err
+}
+
+// Sweep closes the statistics files of cgroups not read since the last
+// Sweep (pods that went away or left their tenant); the agent calls it
+// once a period.
+func (h *Hierarchy) Sweep() {
+	h.files.Sweep()
+	h.handles.mu.Lock()
+	defer h.handles.mu.Unlock()
+	for cg, u := range h.handles.of {
+		if !u.used {
+			delete(h.handles.of, cg)
+			continue
+		}
+		u.used = false
 	}
-	return 0, fmt.Errorf("%s/cpu.stat has no usage_usec", cgroup)
 }
 
 // Procs lists the processes in the cgroup and every cgroup below it.
@@ -182,7 +303,7 @@ func (h *Hierarchy) Procs(cgroup string) ([]int, error) {
 		return nil, err
 	}
 	var pids []int
-	err := filepath.WalkDir(filepath.Join(h.cpu, cgroup), func(p string, d os.DirEntry, err error) error {
+	err := filepath.WalkDir(h.cpuDir(cgroup), func(p string, d os.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				return nil // removed while we walk
@@ -192,18 +313,64 @@ func (h *Hierarchy) Procs(cgroup string) ([]int, error) {
 		if !d.IsDir() {
 			return nil
 		}
-		data, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
-		if err != nil {
-			return nil
-		}
-		for _, f := range strings.Fields(string(data)) {
-			if pid, err := strconv.Atoi(f); err == nil {
-				pids = append(pids, pid)
-			}
-		}
+		pids, _ = appendProcs(pids, p)
 		return nil
 	})
 	return pids, err
+}
+
+// AppendProcs adds the processes in the cgroup itself, not below it, to
+// pids: cheaper than Procs for a container's cgroup, which has no
+// children. os.ErrNotExist means the cgroup is gone.
+func (h *Hierarchy) AppendProcs(pids []int, cgroup string) ([]int, error) {
+	if err := checkPath(cgroup); err != nil {
+		return pids, err
+	}
+	return appendProcs(pids, h.cpuDir(cgroup))
+}
+
+// appendProcs adds the PIDs in dir's cgroup.procs to pids. The file is
+// opened afresh each time (a kept-open one may be served v1's cached pid
+// list), with plain system calls: the agent reads one per container each
+// period, and os.ReadFile's fstat and poller registration cost more than
+// the read.
+func appendProcs(pids []int, dir string) ([]int, error) {
+	file := dir + "/cgroup.procs"
+	fd, err := syscall.Open(file, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return pids, &os.PathError{Op: "open", Path: file, Err: err}
+	}
+	defer syscall.Close(fd)
+	var buf [4096]byte
+	pid := -1
+	for {
+		n, err := syscall.Read(fd, buf[:])
+		if err != nil {
+			return pids, &os.PathError{Op: "read", Path: file, Err: err}
+		}
+		if n <= 0 {
+			break
+		}
+		pids, pid = parsePIDs(pids, pid, buf[:n])
+	}
+	if pid >= 0 {
+		pids = append(pids, pid)
+	}
+	return pids, nil
+}
+
+// parsePIDs adds the whitespace-separated numbers in data to pids; pid
+// carries a number cut at the end of data (-1: none).
+func parsePIDs(pids []int, pid int, data []byte) ([]int, int) {
+	for _, c := range data {
+		switch {
+		case c >= '0' && c <= '9':
+			pid = max(pid, 0)*10 + int(c-'0')
+		case pid >= 0:
+			pids, pid = append(pids, pid), -1
+		}
+	}
+	return pids, pid
 }
 
 // PodCgroup is one pod's cgroup as kubelet's cgroupfs driver lays it out.
@@ -220,7 +387,7 @@ type PodCgroup struct {
 func (h *Hierarchy) Pods() ([]PodCgroup, error) {
 	var pods []PodCgroup
 	for _, parent := range []string{KubepodsDir, KubepodsDir + "/burstable", KubepodsDir + "/besteffort"} {
-		entries, err := os.ReadDir(filepath.Join(h.cpu, parent))
+		entries, err := os.ReadDir(h.cpuDir(parent))
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				continue
@@ -233,7 +400,7 @@ func (h *Hierarchy) Pods() ([]PodCgroup, error) {
 				continue
 			}
 			pod := PodCgroup{UID: uid, Path: parent + "/" + e.Name()}
-			children, _ := os.ReadDir(filepath.Join(h.cpu, pod.Path))
+			children, _ := os.ReadDir(h.cpuDir(pod.Path))
 			for _, c := range children {
 				if c.IsDir() {
 					pod.Containers = append(pod.Containers, c.Name())
@@ -245,10 +412,12 @@ func (h *Hierarchy) Pods() ([]PodCgroup, error) {
 	return pods, nil
 }
 
-func readUint(file string) (uint64, error) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64)
+// readUint reads a one-number file, kept open between periods.
+func (h *Hierarchy) readUint(file string) (uint64, error) {
+	var v uint64
+	err := h.files.Read(file, func(data []byte) (err error) {
+		v, err = strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64)
+		return err
+	})
+	return v, err
 }

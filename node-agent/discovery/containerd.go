@@ -4,16 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	containersapi "github.com/containerd/containerd/api/services/containers/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/kubefair/kubefair/node-agent/cgroupfs"
 )
 
 // The CRI labels kubelet's runtime puts on every container.
@@ -28,25 +26,27 @@ const (
 
 // containerd lists containers through containerd's Containers service
 // (gRPC, in one namespace — k8s.io for kubelet's), reading each one's CRI
-// labels and, from its OCI spec, the cgroup path; PIDs come from that
-// cgroup's cgroup.procs, so a container whose processes come and go is
-// always read as it is now.
+// labels and, from its OCI spec, the cgroup path.
 type containerd struct {
-	conn       *grpc.ClientConn
-	client     containersapi.ContainersClient
-	namespace  string
-	cpuCgroups string // the cpu controller's mount, for cgroup.procs
+	conn      *grpc.ClientConn
+	client    containersapi.ContainersClient
+	namespace string
+	cgroups   *cgroupfs.Hierarchy // maps runtime cgroup paths
+	// cgroupOf caches each container's cgroup from its spec: the CRI
+	// plugin never changes a container's cgroupsPath, and decoding every
+	// spec every period would be most of discovery's cost.
+	cgroupOf map[string]string
 }
 
 // NewContainerd connects to containerd's socket. The connection is made
 // lazily: a containerd that is down (or restarting) makes Containers fail,
 // and the agent falls back to the cgroup tree until it is back.
-func NewContainerd(address, namespace, cpuCgroups string) (Source, error) {
+func NewContainerd(address, namespace string, cgroups *cgroupfs.Hierarchy) (Source, error) {
 	conn, err := grpc.NewClient("unix://"+address, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, fmt.Errorf("containerd at %s: %w", address, err)
 	}
-	return &containerd{conn: conn, client: containersapi.NewContainersClient(conn), namespace: namespace, cpuCgroups: cpuCgroups}, nil
+	return &containerd{conn: conn, client: containersapi.NewContainersClient(conn), namespace: namespace, cgroups: cgroups, cgroupOf: map[string]string{}}, nil
 }
 
 // runtimeSpec is the part of the OCI runtime spec discovery reads.
@@ -65,6 +65,7 @@ func (c *containerd) Containers(ctx context.Context) ([]Container, error) {
 		return nil, fmt.Errorf("listing containers in containerd namespace %s: %w", c.namespace, err)
 	}
 	var out []Container
+	seen := make(map[string]string, len(resp.Containers))
 	for _, ct := range resp.Containers {
 		uid := ct.Labels[LabelPodUID]
 		if uid == "" {
@@ -74,42 +75,27 @@ func (c *containerd) Containers(ctx context.Context) ([]Container, error) {
 			ID: ct.ID, PodUID: uid, PodNamespace: ct.Labels[LabelPodNamespace], PodName: ct.Labels[LabelPodName],
 			Name: ct.Labels[LabelContainer], Sandbox: ct.Labels[labelContainerType] == "sandbox",
 		}
-		if ct.Spec != nil {
-			var spec runtimeSpec
-			if err := json.Unmarshal(ct.Spec.GetValue(), &spec); err == nil && spec.Linux != nil {
-				cont.Cgroup = cgroupfsPath(spec.Linux.CgroupsPath)
-			}
+		cg, known := c.cgroupOf[ct.ID]
+		if !known {
+			cg = c.cgroupFromSpec(ct)
 		}
-		if cont.Cgroup != "" {
-			cont.PIDs = readProcs(filepath.Join(c.cpuCgroups, cont.Cgroup))
-		}
+		seen[ct.ID] = cg
+		cont.Cgroup = cg
 		out = append(out, cont)
 	}
+	c.cgroupOf = seen
 	return out, nil
 }
 
-// cgroupfsPath turns an OCI cgroupsPath into a path below the controller
-// mount. kubelet's cgroupfs driver gives "/kubepods/burstable/pod<uid>/<id>";
-// the systemd form "slice:prefix:name" is not supported yet and yields "".
-func cgroupfsPath(p string) string {
-	if p == "" || strings.Count(p, ":") == 2 {
+// cgroupFromSpec is the container's cgroup in the agent's hierarchy, from
+// its OCI spec; "" when it has none there.
+func (c *containerd) cgroupFromSpec(ct *containersapi.Container) string {
+	var spec runtimeSpec
+	if ct.Spec == nil || json.Unmarshal(ct.Spec.GetValue(), &spec) != nil || spec.Linux == nil {
 		return ""
 	}
-	return "/" + strings.TrimPrefix(filepath.Clean(p), "/")
-}
-
-func readProcs(dir string) []int {
-	data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	if err != nil {
-		return nil
-	}
-	var pids []int
-	for _, f := range strings.Fields(string(data)) {
-		if pid, err := strconv.Atoi(f); err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+	cg, _ := c.cgroups.FromRuntime(spec.Linux.CgroupsPath)
+	return cg
 }
 
 // Close ends the connection.

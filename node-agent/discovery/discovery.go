@@ -18,11 +18,10 @@ type Container struct {
 	Name string
 	// Sandbox is true for the pod's pause container.
 	Sandbox bool
-	// Cgroup is the container's cgroup path as the runtime set it, relative
-	// to the cpu controller's mount (e.g. "/kubepods/burstable/pod<uid>/<id>").
+	// Cgroup is the container's cgroup in the agent's hierarchy (e.g.
+	// "/kubepods/burstable/pod<uid>/<id>"), mapped from the path the runtime
+	// set. Its processes are read from the cgroup when they are needed.
 	Cgroup string
-	// PIDs are the container's processes (thread-group ids) at discovery time.
-	PIDs []int
 }
 
 // Source lists the containers running on this node.

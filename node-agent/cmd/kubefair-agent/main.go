@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"syscall"
 	"time"
@@ -45,6 +44,7 @@ func main() {
 func run() error {
 	nodeName := flag.String("node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME, from the downward API)")
 	cgroupRoot := flag.String("cgroup-root", "/sys/fs/cgroup", "where the host's cgroup filesystem is mounted; only <root>/…/kubepods is touched")
+	kubeletCgroupRoot := flag.String("kubelet-cgroup-root", "/", "kubelet's --cgroup-root: the cgroup that holds kubepods")
 	procRoot := flag.String("proc-root", "/proc", "where the host's /proc is (threads and their scheduler statistics)")
 	period := flag.Duration("period", time.Second, "how often to measure and enforce")
 	reportPeriod := flag.Duration("report-period", 10*time.Second, "how often to write this node's NodeShareReport")
@@ -80,6 +80,9 @@ func run() error {
 
 	hier, err := cgroupfs.Detect(*cgroupRoot)
 	if err != nil {
+		return err
+	}
+	if hier, err = hier.Below(*kubeletCgroupRoot); err != nil {
 		return err
 	}
 	cgroups, err := cgroupfs.NewBackend(hier, *stateDir)
@@ -131,11 +134,7 @@ func run() error {
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	var source discovery.Source
 	if *containerdAddress != "" {
-		cpuMount := filepath.Join(*cgroupRoot, "cpu")
-		if hier.Mode == cgroupfs.V2 {
-			cpuMount = *cgroupRoot
-		}
-		if source, err = discovery.NewContainerd(*containerdAddress, *containerdNamespace, cpuMount); err != nil {
+		if source, err = discovery.NewContainerd(*containerdAddress, *containerdNamespace, hier); err != nil {
 			return err
 		}
 	}

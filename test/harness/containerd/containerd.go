@@ -29,6 +29,27 @@ func Start(dir string) (*Daemon, error) {
 		return nil, fmt.Errorf("containerd is not installed (Debian package containerd; hack/deps.sh installs it)")
 	}
 	d := &Daemon{Address: filepath.Join(dir, "containerd.sock"), dir: dir}
+	if err := d.start(bin); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Restart starts containerd again on the same directory after Halt or
+// Stop; it finds its containers, and their shims if they still run.
+func (d *Daemon) Restart() error {
+	if d.cmd != nil {
+		return fmt.Errorf("containerd in %s is running", d.dir)
+	}
+	bin, err := exec.LookPath("containerd")
+	if err != nil {
+		return err
+	}
+	return d.start(bin)
+}
+
+func (d *Daemon) start(bin string) error {
+	dir := d.dir
 	config := fmt.Sprintf(`version = 2
 root = %q
 state = %q
@@ -41,31 +62,45 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
   address = %q
 `, filepath.Join(dir, "root"), filepath.Join(dir, "state"), d.Address, d.Address+".ttrpc", filepath.Join(dir, "debug.sock"))
 	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(config), 0o600); err != nil {
-		return nil, err
+		return err
 	}
-	log, err := os.Create(filepath.Join(dir, "containerd.log"))
+	log, err := os.OpenFile(filepath.Join(dir, "containerd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return nil, err
+		return err
 	}
+	defer log.Close()
+	_ = os.Remove(d.Address) // a stale socket would look like a live daemon
 	d.cmd = exec.Command(bin, "--config", filepath.Join(dir, "config.toml"))
 	d.cmd.Stdout, d.cmd.Stderr = log, log
 	if err := d.cmd.Start(); err != nil {
-		return nil, err
+		d.cmd = nil
+		return err
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		if _, err := os.Stat(d.Address); err == nil {
-			return d, nil
+			return nil
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	_ = d.Stop()
 	out, _ := os.ReadFile(filepath.Join(dir, "containerd.log"))
-	return nil, fmt.Errorf("containerd did not come up within 20 s:\n%s", out)
+	return fmt.Errorf("containerd did not come up within 20 s:\n%s", out)
 }
 
 // Stop ends containerd (by its PID) and unmounts what it mounted below dir.
+// Remove the containers first: their shims outlive containerd.
 func (d *Daemon) Stop() error {
+	if err := d.Halt(); err != nil {
+		return err
+	}
+	return unmountBelow(d.dir)
+}
+
+// Halt ends containerd alone, by its PID, as when containerd restarts on a
+// node: the shims keep their containers running with their rootfs mounted,
+// and Start on the same directory picks them up again.
+func (d *Daemon) Halt() error {
 	if d.cmd == nil || d.cmd.Process == nil {
 		return nil
 	}
@@ -79,7 +114,7 @@ func (d *Daemon) Stop() error {
 		<-done
 	}
 	d.cmd = nil
-	return unmountBelow(d.dir)
+	return nil
 }
 
 // unmountBelow lazily unmounts every mount below dir, deepest first.

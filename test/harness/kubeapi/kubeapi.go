@@ -23,6 +23,8 @@ type Server struct {
 	Env    *envtest.Environment
 	Config *rest.Config
 	Client client.Client
+
+	certDir string
 }
 
 // RepoRoot is the repository's top directory, found from this file.
@@ -74,22 +76,44 @@ func start(withCRDs bool) (*Server, error) {
 	if err := kubefairv1.AddToScheme(scheme.Scheme); err != nil {
 		return nil, err
 	}
-	env := &envtest.Environment{BinaryAssetsDirectory: assets}
+	// A certificate directory of our own (envtest's own is replaced on every
+	// start) keeps the serving certificate across StopAPIServer and
+	// StartAPIServer, so clients made before a restart still trust it.
+	certDir, err := os.MkdirTemp("", "kubefair-apiserver-")
+	if err != nil {
+		return nil, err
+	}
+	apiServer := &envtest.APIServer{CertDir: certDir}
+	// Close watches when stopping instead of letting them hold the
+	// server's exit until its 60-s shutdown timeout.
+	apiServer.Configure().Set("shutdown-watch-termination-grace-period", "2s")
+	env := &envtest.Environment{BinaryAssetsDirectory: assets, ControlPlane: envtest.ControlPlane{APIServer: apiServer}}
 	if withCRDs {
 		env.CRDDirectoryPaths = []string{filepath.Join(RepoRoot(), "config", "crd", "bases")}
 		env.ErrorIfCRDPathMissing = true
 	}
+	srv := &Server{Env: env, certDir: certDir}
 	cfg, err := env.Start()
 	if err != nil {
+		_ = os.RemoveAll(certDir)
 		return nil, fmt.Errorf("starting envtest: %w", err)
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
 	if err != nil {
-		_ = env.Stop()
+		_ = srv.Stop()
 		return nil, err
 	}
-	return &Server{Env: env, Config: cfg, Client: c}, nil
+	srv.Config, srv.Client = cfg, c
+	return srv, nil
 }
+
+// StopAPIServer stops kube-apiserver alone, as when the control plane
+// becomes unreachable from a node; etcd keeps the cluster's state.
+func (s *Server) StopAPIServer() error { return s.Env.ControlPlane.APIServer.Stop() }
+
+// StartAPIServer starts kube-apiserver again after StopAPIServer, on the
+// same address with the same certificates and users.
+func (s *Server) StartAPIServer() error { return s.Env.ControlPlane.APIServer.Start() }
 
 // WriteKubeconfig writes an admin kubeconfig for tools such as helm.
 func (s *Server) WriteKubeconfig(path string) error {
@@ -103,4 +127,8 @@ func (s *Server) WriteKubeconfig(path string) error {
 }
 
 // Stop ends the API server and etcd.
-func (s *Server) Stop() error { return s.Env.Stop() }
+func (s *Server) Stop() error {
+	err := s.Env.Stop()
+	_ = os.RemoveAll(s.certDir)
+	return err
+}

@@ -28,7 +28,12 @@ const KubeletShares = 102
 type Tree struct {
 	// Root is the cgroup root to give the agent.
 	Root string
-	name string
+	// KubeletRoot is the same tree as kubelet's --cgroup-root would name it
+	// (the cgroup holding kubepods, "/kubefair-test-<pid>"): the agent can
+	// equally be given the host's HostCgroupRoot below KubeletRoot, and
+	// runtimes put containers at KubeletRoot + "/kubepods/…".
+	KubeletRoot string
+	name        string
 	// dirs are the host cgroup directories created, for removal.
 	dirs  []string
 	procs []*exec.Cmd
@@ -40,7 +45,7 @@ func New(tmp string) (*Tree, error) {
 		return nil, fmt.Errorf("podcgroups: creating cgroups needs root (CI runs as root)")
 	}
 	name := fmt.Sprintf("kubefair-test-%d", os.Getpid())
-	t := &Tree{Root: filepath.Join(tmp, "cgroup-root"), name: name}
+	t := &Tree{Root: filepath.Join(tmp, "cgroup-root"), KubeletRoot: "/" + name, name: name}
 	if err := os.MkdirAll(t.Root, 0o755); err != nil {
 		return nil, err
 	}
@@ -77,8 +82,8 @@ func (t *Tree) mkdir(dir string) error {
 // PodCgroup is a pod's path below the controller root.
 func PodCgroup(uid string) string { return "/kubepods/burstable/pod" + uid }
 
-// containerCgroup is the single container cgroup the harness gives a pod.
-func containerCgroup(uid string) string { return PodCgroup(uid) + "/ctr-" + uid[:8] }
+// ContainerCgroup is the single container cgroup AddPod gives a pod.
+func ContainerCgroup(uid string) string { return PodCgroup(uid) + "/ctr-" + uid[:8] }
 
 // BuildBurner compiles test/harness/cmd/burner into dir and returns its path.
 func BuildBurner(repoRoot, dir string) (string, error) {
@@ -91,23 +96,34 @@ func BuildBurner(repoRoot, dir string) (string, error) {
 	return out, nil
 }
 
-// AddPod creates pod<uid> with a container cgroup and kubelet's shares, and
-// starts a burner with threads spinning threads in it. It returns the PID.
-func (t *Tree) AddPod(uid, burner string, threads int) (int, error) {
-	pod, ctr := PodCgroup(uid), containerCgroup(uid)
+// AddPodCgroup does kubelet's part for a pod: pod<uid> with kubelet's
+// shares. A runtime (runc) creates the containers' cgroups below it.
+func (t *Tree) AddPodCgroup(uid string) error {
 	for _, ctl := range []string{"cpu", "cpuacct"} {
-		for _, d := range []string{pod, ctr} {
-			if err := t.mkdir(filepath.Join(HostCgroupRoot, ctl, t.name, d)); err != nil {
-				return 0, err
-			}
+		if err := t.mkdir(filepath.Join(HostCgroupRoot, ctl, t.name, PodCgroup(uid))); err != nil {
+			return err
 		}
 	}
-	for _, d := range []string{pod, ctr} {
-		if err := t.WriteShares(d, KubeletShares); err != nil {
+	return t.WriteShares(PodCgroup(uid), KubeletShares)
+}
+
+// AddPod creates pod<uid> with a container cgroup and kubelet's shares, and
+// starts a burner with threads spinning threads in it (more burner flags
+// in args). It returns the PID.
+func (t *Tree) AddPod(uid, burner string, threads int, args ...string) (int, error) {
+	if err := t.AddPodCgroup(uid); err != nil {
+		return 0, err
+	}
+	ctr := ContainerCgroup(uid)
+	for _, ctl := range []string{"cpu", "cpuacct"} {
+		if err := t.mkdir(filepath.Join(HostCgroupRoot, ctl, t.name, ctr)); err != nil {
 			return 0, err
 		}
 	}
-	cmd := exec.Command(burner, "-threads", strconv.Itoa(threads))
+	if err := t.WriteShares(ctr, KubeletShares); err != nil {
+		return 0, err
+	}
+	cmd := exec.Command(burner, append([]string{"-threads", strconv.Itoa(threads)}, args...)...)
 	if err := cmd.Start(); err != nil {
 		return 0, err
 	}
@@ -146,13 +162,24 @@ func (t *Tree) Usage(cgroup string) (time.Duration, error) {
 }
 
 // Close stops every burner it started (by PID) and removes every cgroup it
-// created, deepest first.
+// created, deepest first, and what a runtime left below KubeletRoot in any
+// hierarchy (runc creates a container's parents in every controller and
+// removes only the container's own cgroup).
 func (t *Tree) Close() error {
 	for _, c := range t.procs {
 		_ = c.Process.Signal(syscall.SIGKILL)
 		_, _ = c.Process.Wait()
 	}
 	dirs := append([]string(nil), t.dirs...)
+	hierarchies, _ := os.ReadDir(HostCgroupRoot)
+	for _, hier := range hierarchies {
+		_ = filepath.WalkDir(filepath.Join(HostCgroupRoot, hier.Name(), t.name), func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+	}
 	sort.Slice(dirs, func(i, j int) bool { return strings.Count(dirs[i], "/") > strings.Count(dirs[j], "/") })
 	var firstErr error
 	for _, d := range dirs {
@@ -180,7 +207,7 @@ func rmdirWhenEmpty(dir string) error {
 // when a pod goes away.
 func (t *Tree) RemovePod(cgroup string) error {
 	uid := strings.TrimPrefix(filepath.Base(cgroup), "pod")
-	procs, _ := os.ReadFile(filepath.Join(HostCgroupRoot, "cpu", t.name, containerCgroup(uid), "cgroup.procs"))
+	procs, _ := os.ReadFile(filepath.Join(HostCgroupRoot, "cpu", t.name, ContainerCgroup(uid), "cgroup.procs"))
 	for _, f := range strings.Fields(string(procs)) {
 		pid, _ := strconv.Atoi(f)
 		for _, c := range t.procs {
@@ -191,7 +218,7 @@ func (t *Tree) RemovePod(cgroup string) error {
 		}
 	}
 	for _, ctl := range []string{"cpu", "cpuacct"} {
-		for _, d := range []string{containerCgroup(uid), PodCgroup(uid)} {
+		for _, d := range []string{ContainerCgroup(uid), PodCgroup(uid)} {
 			if err := rmdirWhenEmpty(filepath.Join(HostCgroupRoot, ctl, t.name, d)); err != nil {
 				return err
 			}
@@ -204,28 +231,36 @@ func (t *Tree) RemovePod(cgroup string) error {
 // cgroups used over window: shares among the test's own processes, so load
 // from elsewhere on the machine cancels out.
 func (t *Tree) MeasureShares(groups map[string][]string, window time.Duration) (map[string]float64, error) {
-	usage := func() (map[string]time.Duration, error) {
-		out := map[string]time.Duration{}
-		for g, cgs := range groups {
-			for _, cg := range cgs {
-				u, err := t.Usage(cg)
-				if err != nil {
-					return nil, err
-				}
-				out[g] += u
-			}
-		}
-		return out, nil
-	}
-	before, err := usage()
+	before, err := t.GroupUsage(groups)
 	if err != nil {
 		return nil, err
 	}
 	time.Sleep(window)
-	after, err := usage()
+	after, err := t.GroupUsage(groups)
 	if err != nil {
 		return nil, err
 	}
+	return Shares(before, after), nil
+}
+
+// GroupUsage is the CPU time each group's cgroups have used so far.
+func (t *Tree) GroupUsage(groups map[string][]string) (map[string]time.Duration, error) {
+	out := map[string]time.Duration{}
+	for g, cgs := range groups {
+		for _, cg := range cgs {
+			u, err := t.Usage(cg)
+			if err != nil {
+				return nil, err
+			}
+			out[g] += u
+		}
+	}
+	return out, nil
+}
+
+// Shares is each group's share of the CPU all the groups used between two
+// GroupUsage readings.
+func Shares(before, after map[string]time.Duration) map[string]float64 {
 	var total time.Duration
 	for g := range after {
 		total += after[g] - before[g]
@@ -236,5 +271,5 @@ func (t *Tree) MeasureShares(groups map[string][]string, window time.Duration) (
 			shares[g] = float64(after[g]-before[g]) / float64(total)
 		}
 	}
-	return shares, nil
+	return shares
 }

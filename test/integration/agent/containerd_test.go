@@ -2,61 +2,109 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
-	containersapi "github.com/containerd/containerd/api/services/containers/v1"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/types/known/anypb"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubefair/kubefair/node-agent/discovery"
 	"github.com/kubefair/kubefair/test/harness/containerd"
+	"github.com/kubefair/kubefair/test/harness/images"
+	"github.com/kubefair/kubefair/test/harness/kubeapi"
+	"github.com/kubefair/kubefair/test/harness/podcgroups"
 )
 
-// createCRIContainer registers a container in containerd's k8s.io namespace
-// the way the CRI plugin does for kubelet: CRI labels, and an OCI spec whose
-// cgroupsPath is kubelet's cgroupfs path for it.
-func createCRIContainer(t *testing.T, address, id string, pod *corev1.Pod, name, kind, cgroup string) {
-	t.Helper()
-	conn, err := grpc.NewClient("unix://"+address, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
+// Container shares kubelet gives a pod's containers: a burstable container
+// requesting 100m, and the pause sandbox.
+const (
+	appShares     = podcgroups.KubeletShares
+	sandboxShares = 2
+)
+
+// runPod does what kubelet and containerd's CRI plugin do for a pod, with
+// the real runtime: kubelet's pod cgroup, then a pause sandbox and a burner
+// container created and started by runc through containerd's API, with the
+// CRI labels and the cgroupfs paths kubelet gives them (below the test's
+// kubelet cgroup root).
+func (w *world) runPod(pod *corev1.Pod, threads int) {
+	uid := string(pod.UID)
+	if err := w.tree.AddPodCgroup(uid); err != nil {
+		w.t.Fatal(err)
 	}
-	defer conn.Close()
-	spec, _ := json.Marshal(map[string]any{"ociVersion": "1.0.2", "linux": map[string]any{"cgroupsPath": cgroup}})
-	ctx := metadata.AppendToOutgoingContext(context.Background(), "containerd-namespace", "k8s.io")
-	_, err = containersapi.NewContainersClient(conn).Create(ctx, &containersapi.CreateContainerRequest{Container: &containersapi.Container{
-		ID: id,
-		Labels: map[string]string{
-			discovery.LabelPodUID: string(pod.UID), discovery.LabelPodNamespace: pod.Namespace, discovery.LabelPodName: pod.Name,
-			discovery.LabelContainer: name, "io.cri-containerd.kind": kind,
-		},
-		Image:   "kubefair/burner:test",
-		Runtime: &containersapi.Container_Runtime{Name: "io.containerd.runc.v2"},
-		Spec:    &anypb.Any{TypeUrl: "types.containerd.io/opencontainers/runtime-spec/1/Spec", Value: spec},
-	}})
-	if err != nil {
-		t.Fatalf("creating container %s in containerd: %v", id, err)
+	podCgroup := w.tree.KubeletRoot + podcgroups.PodCgroup(uid)
+	sandbox, app := containerID(), containerID()
+	for _, c := range []containerd.Container{
+		{ID: sandbox, Image: images.Pause.Ref, Args: []string{images.Pause.Binary()}, Labels: criLabels(pod, "sandbox", ""),
+			CgroupsPath: podCgroup + "/" + sandbox, CPUShares: sandboxShares},
+		{ID: app, Image: images.Burner.Ref, Args: []string{images.Burner.Binary(), "-threads", strconv.Itoa(threads)},
+			Labels: criLabels(pod, "container", "burner"), CgroupsPath: podCgroup + "/" + app, CPUShares: appShares},
+	} {
+		pid, err := w.runtime.Run(context.Background(), c)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		w.t.Cleanup(func() {
+			if err := w.runtime.Remove(context.Background(), c.ID); err != nil {
+				w.t.Errorf("removing container: %v", err)
+			}
+		})
+		w.started[c.ID] = pid
 	}
 }
 
-// TestContainerdDiscovery: the agent finds pods through a real containerd's
-// API (CRI labels, cgroup paths from the OCI spec, PIDs from the cgroups),
-// weighs them, and keeps working on the cgroup tree while containerd is
-// down, then picks containerd up again after its restart.
-func TestContainerdDiscovery(t *testing.T) {
-	w := newWorld(t)
-	w.addTenant("ct", 2, 2, 1)
-	w.addTenant("cu", 1, 1, 1)
+// criLabels are the labels containerd's CRI plugin puts on a pod's
+// container (kind "container") or sandbox (kind "sandbox", no name).
+func criLabels(pod *corev1.Pod, kind, name string) map[string]string {
+	l := map[string]string{discovery.LabelPodUID: string(pod.UID), discovery.LabelPodNamespace: pod.Namespace,
+		discovery.LabelPodName: pod.Name, "io.cri-containerd.kind": kind}
+	if name != "" {
+		l[discovery.LabelContainer] = name
+	}
+	return l
+}
 
+// createCRIContainer registers a container in containerd's k8s.io
+// namespace as the CRI plugin holds it between CreateContainer and
+// StartContainer: CRI labels, kubelet's cgroup path in its OCI spec, no
+// task (the test runs the processes in the cgroups itself).
+func createCRIContainer(t *testing.T, address, id string, pod *corev1.Pod, name, kind, cgroup string) {
+	t.Helper()
+	image := images.Burner.Ref
+	if kind == "sandbox" {
+		image = images.Pause.Ref
+	}
+	d := &containerd.Daemon{Address: address}
+	if err := d.Register(context.Background(), containerd.Container{ID: id, Image: image, Labels: criLabels(pod, kind, name), CgroupsPath: cgroup}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// containerID is a container id in the CRI plugin's form: 64 hex digits.
+func containerID() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// TestRuncContainers: pods run as real containers — a locally built
+// burner image imported into a private containerd, pause sandboxes, runc
+// tasks in kubelet's cgroup paths. The agent discovers them through
+// containerd's API, classifies, weighs and measures them: a tenant with one
+// (two-thread) container and a tenant with four single-thread containers,
+// weights 1:1, get half each within 2 points, where stock's equal pod
+// shares give them 1:4. With containerd down (its containers keep running
+// in their shims) the agent walks the cgroup tree and keeps weighing them,
+// and picks containerd up again after its restart.
+func TestRuncContainers(t *testing.T) {
+	w := newWorld(t)
 	dir, err := shortTempDir(t)
 	if err != nil {
 		t.Fatal(err)
@@ -66,97 +114,89 @@ func TestContainerdDiscovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = d.Stop() })
-
-	var pods corev1.PodList
-	if err := w.k8s.List(context.Background(), &pods); err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]string{} // pod uid → app container cgroup
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if p.Namespace != "ct" && p.Namespace != "cu" {
-			continue
+	for _, img := range []images.Image{images.Burner, images.Pause} {
+		tarball := filepath.Join(dir, path.Base(img.Package)+".tar")
+		if err := img.Build(kubeapi.RepoRoot(), tarball); err != nil {
+			t.Fatal(err)
 		}
-		cg := "/kubepods/burstable/pod" + string(p.UID) + "/ctr-" + string(p.UID)[:8]
-		createCRIContainer(t, d.Address, "app-"+string(p.UID), p, "burner", "container", cg)
-		createCRIContainer(t, d.Address, "sandbox-"+string(p.UID), p, "", "sandbox", path.Dir(cg)+"/pause-"+string(p.UID)[:8])
-		want[string(p.UID)] = cg
+		if err := d.Import(tarball); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if len(want) != 3 {
-		t.Fatalf("want 3 pods, found %d", len(want))
-	}
+	w.runtime, w.started = d, map[string]int{}
+	w.addTenant("solo", 1, 1, 2)
+	w.addTenant("quad", 1, 4, 1)
 
-	src, err := discovery.NewContainerd(d.Address, "k8s.io", filepath.Join(w.tree.Root, "cpu"))
+	// Discovery: every container with its pod, kubelet's cgroup and the PID runc started.
+	src, err := discovery.NewContainerd(d.Address, containerd.Namespace, w.hierarchy())
 	if err != nil {
 		t.Fatal(err)
 	}
-	found, err := src.Containers(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	apps := 0
-	for _, c := range found {
-		if c.Sandbox {
-			continue
+	h := w.hierarchy()
+	checkDiscovered := func() {
+		t.Helper()
+		found, err := src.Containers(context.Background())
+		if err != nil {
+			t.Fatal(err)
 		}
-		apps++
-		if want[c.PodUID] != c.Cgroup || c.Name != "burner" || len(c.PIDs) != 1 || c.PodNamespace == "" {
-			t.Errorf("discovered %+v, want cgroup %s with one burner PID", c, want[c.PodUID])
+		if len(found) != 10 {
+			t.Fatalf("discovered %d containers, want 10 (5 sandboxes, 5 burners): %+v", len(found), found)
+		}
+		for _, c := range found {
+			pod := podcgroups.PodCgroup(c.PodUID)
+			pids, err := h.AppendProcs(nil, c.Cgroup)
+			if c.Cgroup != pod+"/"+c.ID || !slices.Contains(w.pods[c.PodNamespace], pod) || c.Sandbox == (c.Name == "burner") ||
+				err != nil || !slices.Equal(pids, []int{w.started[c.ID]}) {
+				t.Errorf("discovered %+v with processes %v (%v); want cgroup %s/%s holding PID %d", c, pids, err, pod, c.ID, w.started[c.ID])
+			}
 		}
 	}
-	if apps != 3 || len(found) != 6 {
-		t.Fatalf("discovered %d containers (%d apps), want 6 (3 apps, 3 sandboxes): %+v", len(found), apps, found)
-	}
+	checkDiscovered()
+
+	entitled := w.entitled(map[string]int32{"solo": 1, "quad": 1})
+	stock, stockErr := w.medianWindows(repeats, window, entitled)
 
 	w.source = src
-	a, _, ctx, _ := w.newAgent(time.Second)
-	planPods := func() []string {
-		t.Helper()
-		time.Sleep(300 * time.Millisecond)
-		s, err := a.Step(ctx, time.Now())
-		if err != nil {
-			t.Fatalf("step: %v", err)
-		}
-		var cgs []string
-		for _, p := range s.Plan.Pods {
-			cgs = append(cgs, p.Cgroup)
-		}
-		return cgs
+	w.startAgent(time.Second)
+	w.settle(entitled)
+	kf, kfErr := w.medianWindows(repeats, window, entitled)
+	fmt.Print(w.table("runc containers, weights 1:1 (median of 5 windows of 4 s, 2 CPUs)", entitled, stock, kf))
+	if kfErr > 2 {
+		t.Errorf("kubefair's largest error is %.1f points, want ≤ 2", kfErr)
 	}
-	waitFor(t, "the agent weighs the three pods found through containerd", func() bool { return len(planPods()) == 3 })
-	for _, cg := range planPods() {
-		if path.Dir(want[podUID(cg)]) != cg {
-			t.Errorf("planned %s, not a discovered pod cgroup", cg)
-		}
+	if stockErr < 10 {
+		t.Errorf("stock's error only %.1f points: the pods do not contend as intended", stockErr)
+	}
+	soloShares, _ := w.tree.Shares(w.pods["solo"][0])
+	quadShares, _ := w.tree.Shares(w.pods["quad"][0])
+	if soloShares < 2*quadShares {
+		t.Errorf("solo's pod has %d shares, quad's %d: the agent did not weigh the containers' pods", soloShares, quadShares)
 	}
 
-	// containerd goes away: the agent walks the cgroup tree instead.
-	if err := d.Stop(); err != nil {
+	// containerd goes away; runc's containers keep running in their shims.
+	if err := d.Halt(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := src.Containers(context.Background()); err == nil {
 		t.Fatal("discovery did not notice containerd is down")
 	}
-	if n := len(planPods()); n != 3 {
-		t.Fatalf("with containerd down the agent planned %d pods, want 3", n)
-	}
-	// ... and uses containerd again once it is back, with its containers.
-	if d, err = containerd.Start(dir); err != nil {
+	// The agent walks the cgroup tree meanwhile: someone else's rewrite is undone.
+	if err := w.tree.WriteShares(w.pods["solo"][0], podcgroups.KubeletShares); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "containerd back with its containers", func() bool {
-		c, err := src.Containers(context.Background())
-		return err == nil && len(c) == 6
+	waitFor(t, "the agent to weigh solo's pod again with containerd down", func() bool {
+		s, _ := w.tree.Shares(w.pods["solo"][0])
+		return s != podcgroups.KubeletShares
 	})
-	if n := len(planPods()); n != 3 {
-		t.Fatalf("after containerd restarted the agent planned %d pods, want 3", n)
+	if err := d.Restart(); err != nil {
+		t.Fatal(err)
 	}
+	waitFor(t, "containerd back", func() bool { _, err := src.Containers(context.Background()); return err == nil })
+	checkDiscovered()
 }
 
-func podUID(cgroup string) string { return path.Base(cgroup)[len("pod"):] }
-
 // shortTempDir keeps the containerd socket path under the 108-byte limit.
-func shortTempDir(t *testing.T) (string, error) {
+func shortTempDir(t testing.TB) (string, error) {
 	dir := filepath.Join("/tmp", fmt.Sprintf("kf-ctrd-%d", time.Now().UnixNano()%1e9))
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	return dir, os.MkdirAll(dir, 0o700)

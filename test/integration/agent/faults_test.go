@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
@@ -61,7 +62,7 @@ func TestFaults(t *testing.T) {
 	}
 
 	// kubelet rewrites fb's weight (an in-place resize): counted as drift and
-	// put back in the same step.
+	// put back in the same step; 500 is now kubelet's value for the pod.
 	if err := w.tree.WriteShares(fb, 500); err != nil {
 		t.Fatal(err)
 	}
@@ -95,14 +96,16 @@ func TestFaults(t *testing.T) {
 	if err := restarted.RestoreAll(); err != nil {
 		t.Fatal(err)
 	}
-	if s, _ := w.tree.Shares(fb); s != podcgroups.KubeletShares {
-		t.Fatalf("after restore fb's pod has %d shares, want kubelet's %d", s, podcgroups.KubeletShares)
+	if s, _ := w.tree.Shares(fb); s != 500 {
+		t.Fatalf("after restore fb's pod has %d shares, want kubelet's latest, 500", s)
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	// Generous: after an API server outage, informers retry with a backoff
+	// of up to 30 s.
+	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		if cond() {
 			return
@@ -110,4 +113,126 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("timed out waiting for %s", what)
+}
+
+// TestAPIServerAway: with the real loop and the real controller running,
+// the API server stops. The agent keeps enforcing the last configuration it
+// knew — weights stay, a rewrite by someone else is undone, measured shares
+// stay within 2 points — and once the API server is back its reports resume
+// with the same boot id and counters that carry the outage, and the
+// controller accrues CPU and cost exactly once.
+func TestAPIServerAway(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	// 3.6 per CPU-hour is one micro-unit per CPU-millisecond: cost can be
+	// checked exactly against CPU time.
+	if err := w.k8s.Create(ctx, &kubefairv1.PricingTier{ObjectMeta: metav1.ObjectMeta{Name: "away-tier"},
+		Spec: kubefairv1.PricingTierSpec{Weight: 2, PricePerCPUHour: "3.6"}}); err != nil {
+		t.Fatal(err)
+	}
+	w.addTenantSpec("aw", kubefairv1.TenantSpec{Tier: "away-tier"}, 1, 2)
+	w.addTenant("bw", 1, 6, 1)
+	entitled := w.entitled(map[string]int32{"aw": 2, "bw": 1})
+	w.startAgent(time.Second)
+	w.settle(entitled)
+	before := w.report(t, func(r *kubefairv1.NodeShareReport) bool { return counter(r, "aw") > 0 && counter(r, "bw") > 0 })
+
+	awPod := w.pods["aw"][0]
+	usage0 := w.usage(t, "aw")
+	if err := api.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := true
+	t.Cleanup(func() {
+		if stopped {
+			_ = api.StartAPIServer() // for the suites that follow
+		}
+	})
+	if err := w.k8s.Get(ctx, client.ObjectKey{Name: node}, &kubefairv1.NodeShareReport{}); err == nil {
+		t.Fatal("the API server still answers after it was stopped")
+	}
+
+	// Enforcement goes on: kubelet's value written over aw's weight is undone,
+	// and the shares stay where the last known configuration puts them.
+	if err := w.tree.WriteShares(awPod, podcgroups.KubeletShares); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the agent to undo a rewrite with the API server away", func() bool {
+		s, _ := w.tree.Shares(awPod)
+		return s != podcgroups.KubeletShares
+	})
+	away, awayErr := w.medianWindows(repeats, window, entitled)
+	t.Logf("API server away: shares %v, largest error %.1f points", away, awayErr)
+	if awayErr > 2 {
+		t.Errorf("with the API server away the shares are %.1f points off, want ≤ 2", awayErr)
+	}
+	usage1 := w.usage(t, "aw")
+
+	if err := api.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	stopped = false
+	back := time.Now()
+
+	// Reporting resumes: a later report from the same boot, whose counters
+	// grew by at least what aw's pod used while the API server was away.
+	after := w.report(t, func(r *kubefairv1.NodeShareReport) bool { return r.ObservedTime.After(back) })
+	if after.BootID != before.BootID {
+		t.Fatalf("boot id changed from %s to %s: the agent restarted", before.BootID, after.BootID)
+	}
+	if grew, used := counter(after, "aw")-counter(before, "aw"), int64(usage1-usage0); grew < used {
+		t.Errorf("aw's counter grew by %d ns across the outage, but its pod used %d ns while the API server was away", grew, used)
+	}
+
+	// The controller accrues the counter exactly once: its total is a
+	// counter the agent reported, and cost is that CPU at the tier's price.
+	var tn kubefairv1.Tenant
+	var last kubefairv1.NodeShareReport
+	accrued := func() bool {
+		if w.k8s.Get(ctx, client.ObjectKey{Name: node}, &last) != nil || w.k8s.Get(ctx, client.ObjectKey{Name: "aw"}, &tn) != nil {
+			return false
+		}
+		return tn.Status.CPUNanoseconds == counter(&last, "aw") && tn.Status.CPUNanoseconds >= counter(after, "aw") &&
+			tn.Status.CostMicros == tn.Status.CPUNanoseconds/1_000_000
+	}
+	for deadline := time.Now().Add(60 * time.Second); !accrued(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the controller accrued %d ns (cost %d micro-units) for aw; the latest report says %d ns, the first after the outage %d ns",
+				tn.Status.CPUNanoseconds, tn.Status.CostMicros, counter(&last, "aw"), counter(after, "aw"))
+		}
+	}
+	t.Logf("after the outage: aw accrued %s CPU-seconds, cost %s %s", tn.Status.CPUSeconds, tn.Status.Cost, tn.Status.Currency)
+}
+
+// report waits for this node's NodeShareReport to satisfy cond.
+func (w *world) report(t *testing.T, cond func(*kubefairv1.NodeShareReport) bool) *kubefairv1.NodeShareReport {
+	t.Helper()
+	var r kubefairv1.NodeShareReport
+	waitFor(t, "a NodeShareReport", func() bool {
+		return w.k8s.Get(context.Background(), client.ObjectKey{Name: node}, &r) == nil && cond(&r)
+	})
+	return &r
+}
+
+// counter is a tenant's cumulative CPU counter in a report.
+func counter(r *kubefairv1.NodeShareReport, tenant string) int64 {
+	for _, s := range r.Tenants {
+		if s.Name == tenant {
+			return s.CPUNanoseconds
+		}
+	}
+	return 0
+}
+
+// usage is the CPU time a tenant's pod cgroups have used.
+func (w *world) usage(t *testing.T, tenant string) time.Duration {
+	var total time.Duration
+	for _, cg := range w.pods[tenant] {
+		u, err := w.tree.Usage(cg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += u
+	}
+	return total
 }

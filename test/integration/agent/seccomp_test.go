@@ -39,7 +39,7 @@ var (
 
 // agentBinary builds the real kubefair-agent, as the image ships it
 // (static, CGO_ENABLED=0), once per suite run.
-func agentBinary(t *testing.T) string {
+func agentBinary(t testing.TB) string {
 	t.Helper()
 	agentBuild.Do(func() {
 		agentBin = filepath.Join(scratch, "kubefair-agent")
@@ -125,9 +125,10 @@ func (n *nodeScene) args(extra ...string) []string {
 
 // agentProcess is a started agent (possibly under a tracer) and its output.
 type agentProcess struct {
-	cmd *exec.Cmd
-	pid int // the agent itself (not the tracer)
-	out *lockedBuffer
+	cmd     *exec.Cmd
+	pid     int // the agent itself (not the tracer)
+	out     *lockedBuffer
+	started time.Time // reports observed before are an earlier agent's
 }
 
 type lockedBuffer struct {
@@ -151,7 +152,7 @@ func (l *lockedBuffer) String() string {
 // kubeconfig; agentPID finds the agent's PID once it runs.
 func (n *nodeScene) start(t *testing.T, argv []string) *agentProcess {
 	t.Helper()
-	p := &agentProcess{cmd: exec.Command(argv[0], argv[1:]...), out: &lockedBuffer{}}
+	p := &agentProcess{cmd: exec.Command(argv[0], argv[1:]...), out: &lockedBuffer{}, started: time.Now()}
 	p.cmd.Env = append(os.Environ(), "KUBECONFIG="+n.kubeconfig)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
@@ -180,7 +181,7 @@ func (n *nodeScene) enforces(t *testing.T, p *agentProcess) {
 			break
 		}
 		var r kubefairv1.NodeShareReport
-		if err := n.w.k8s.Get(ctx, client.ObjectKey{Name: node}, &r); err == nil && len(r.Tenants) == 2 {
+		if err := n.w.k8s.Get(ctx, client.ObjectKey{Name: node}, &r); err == nil && len(r.Tenants) == 2 && r.ObservedTime.After(p.started) {
 			if len(seen) == 0 || r.ObservedTime.After(seen[len(seen)-1]) {
 				seen = append(seen, r.ObservedTime.Time)
 				if r.Backend != kubefairv1.BackendNice {

@@ -1,0 +1,198 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubefair/kubefair/test/harness/containerd"
+	"github.com/kubefair/kubefair/test/harness/images"
+	"github.com/kubefair/kubefair/test/harness/podcgroups"
+)
+
+// BenchmarkAgent prints what the agent costs on a node with 100 pods and
+// over 1000 threads, and the greedy scenario's steady-state error and
+// convergence, stock and kubefair side by side from the same run (root;
+// `make envtest` first; runs once, takes about six minutes):
+//
+//	go test -run '^$' -bench Agent ./test/integration/agent/
+func BenchmarkAgent(b *testing.B) {
+	b.Run("cost", benchCost)
+	b.Run("fairness", func(b *testing.B) {
+		g := runGreedy(newWorld(b))
+		fmt.Print(g.report)
+		b.ReportMetric(g.stockErr, "stock-err-pp")
+		b.ReportMetric(g.kfErr, "kubefair-err-pp")
+		b.ReportMetric(g.convWeight.time.Seconds(), "converge-s")
+	})
+}
+
+// Cost scenario: 10 tenants of 10 pods; each pod a burner whose 4 threads
+// wake once a second, each at its own random phase, to spin 0.2 ms (about
+// 10 OS threads a pod with the Go runtime's own, so every thread on the
+// node runs every period), registered in a private containerd as
+// kubelet's CRI plugin would (a sandbox and a container per pod).
+const (
+	costTenants, costPodsPerTenant, costThreads = 10, 10, 4
+	costWarmup, costWindow                      = 10 * time.Second, 60 * time.Second
+)
+
+// benchCost runs the real kubefair-agent binary, at its default 1-s period,
+// against the API server, containerd and the pods, and reads its CPU time
+// and memory from /proc.
+func benchCost(b *testing.B) {
+	w := newWorld(b)
+	w.burnerArgs = []string{"-duty", "0.0002", "-cycle", "1s"}
+	for i := 0; i < costTenants; i++ {
+		w.addTenant(fmt.Sprintf("cost-%d", i), int32(i+1), costPodsPerTenant, costThreads)
+	}
+	dir, err := shortTempDir(b)
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := containerd.Start(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = d.Stop() })
+	var pods corev1.PodList
+	if err := w.k8s.List(context.Background(), &pods); err != nil {
+		b.Fatal(err)
+	}
+	registered := 0
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if !strings.HasPrefix(p.Namespace, "cost-") {
+			continue
+		}
+		uid := string(p.UID)
+		sandbox, app := containerID(), containerID()
+		for _, c := range []containerd.Container{
+			{ID: sandbox, Image: images.Pause.Ref, Args: []string{images.Pause.Binary()}, Labels: criLabels(p, "sandbox", ""),
+				CgroupsPath: w.tree.KubeletRoot + podcgroups.PodCgroup(uid) + "/" + sandbox, CPUShares: sandboxShares},
+			{ID: app, Image: images.Burner.Ref, Args: []string{images.Burner.Binary()}, Labels: criLabels(p, "container", "burner"),
+				CgroupsPath: w.tree.KubeletRoot + podcgroups.ContainerCgroup(uid), CPUShares: appShares},
+		} {
+			if err := d.Register(context.Background(), c); err != nil {
+				b.Fatal(err)
+			}
+			registered++
+		}
+	}
+	threads := 0
+	h := w.hierarchy()
+	for _, cgs := range w.pods {
+		for _, cg := range cgs {
+			pids, _ := h.Procs(cg)
+			for _, pid := range pids {
+				tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+				threads += len(tasks)
+			}
+		}
+	}
+
+	tmp := b.TempDir()
+	bin := agentBinary(b) // static, as in the agent's image
+	stateDir := filepath.Join(tmp, "state") // exists, as the chart's hostPath does: the agent's filter has no mkdir
+	if err := os.Mkdir(stateDir, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	kubeconfig := filepath.Join(tmp, "kubeconfig")
+	if err := api.WriteKubeconfig(kubeconfig); err != nil {
+		b.Fatal(err)
+	}
+	logFile, err := os.Create(filepath.Join(tmp, "agent.log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer logFile.Close()
+	agentCmd := exec.Command(bin, "--node-name", node, "--cgroup-root", podcgroups.HostCgroupRoot,
+		"--kubelet-cgroup-root", w.tree.KubeletRoot, "--containerd-address", d.Address, "--state-dir", stateDir,
+		"--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0")
+	agentCmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	agentCmd.Stdout, agentCmd.Stderr = logFile, logFile
+	if err := agentCmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			_ = agentCmd.Process.Signal(syscall.SIGTERM)
+			_ = agentCmd.Wait()
+		}
+	}
+	b.Cleanup(stop)
+	pid := agentCmd.Process.Pid
+	last := w.pods[fmt.Sprintf("cost-%d", costTenants-1)][0]
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if s, _ := w.tree.Shares(last); s != podcgroups.KubeletShares {
+			break
+		}
+		if time.Now().After(deadline) {
+			logs, _ := os.ReadFile(logFile.Name())
+			b.Fatalf("the agent did not weigh the pods within 60 s; its log:\n%s", logs)
+		}
+	}
+
+	time.Sleep(costWarmup)
+	cpu0, t0 := processCPU(b, pid), time.Now()
+	time.Sleep(costWindow)
+	cpu1, t1 := processCPU(b, pid), time.Now()
+	rss, peak := processMemory(b, pid, "VmRSS:"), processMemory(b, pid, "VmHWM:")
+	stop()
+	if logs, _ := os.ReadFile(logFile.Name()); strings.Contains(string(logs), `"level":"error"`) {
+		b.Errorf("the agent logged errors:\n%s", logs)
+	}
+
+	periods := t1.Sub(t0).Seconds() // at the default 1-s period
+	cpuPercent := 100 * (cpu1 - cpu0).Seconds() / periods
+	fmt.Printf("\nagent cost: %d pods in %d tenants, %d threads (%d lightly busy threads a pod, each spinning 0.2 ms a second at a random phase),\n"+
+		"%d containers in containerd, period 1 s, measured over %.0f s after %.0f s of warm-up\n"+
+		"%-34s %10s %8s\n%-34s %10.2f %8s\n%-34s %10.1f %8s\n%-34s %10.1f %8s\n",
+		costTenants*costPodsPerTenant, costTenants, threads, costThreads, registered, periods, costWarmup.Seconds(),
+		"figure", "measured", "target",
+		"CPU per period (% of one CPU)", cpuPercent, "≤ 1",
+		"RSS (MiB)", rss, "≤ 64",
+		"peak RSS (MiB)", peak, "")
+	b.ReportMetric(cpuPercent, "agent-cpu-%")
+	b.ReportMetric(rss, "agent-rss-MiB")
+}
+
+// processCPU is the CPU time (user + system) a process has used, from
+// /proc/<pid>/stat in USER_HZ ticks (100 a second on Linux).
+func processCPU(b *testing.B, pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64) // fields 14 and 15 of stat
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// processMemory reads one "<field> <n> kB" line of /proc/<pid>/status, in MiB.
+func processMemory(b *testing.B, pid int, field string) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, field); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	b.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
+}
