@@ -549,6 +549,10 @@ func (a *Agent) report(ctx context.Context, now time.Time) error {
 	if a.threads != nil {
 		r.Backend = kubefairv1.Backend(a.threads.Name())
 	}
+	r.KernelABI = 0
+	if k, ok := a.threads.(interface{ KernelABI() int }); ok {
+		r.KernelABI = int32(k.KernelABI())
+	}
 	r.CPUs = int32(a.cfg.CPUs)
 	r.Window = metav1.Duration{Duration: window.Round(time.Millisecond)}
 	r.ObservedTime = metav1.NewTime(now)

@@ -92,41 +92,68 @@ func shareOfFirst(a, b int, window time.Duration) float64 {
 	return float64(da) / float64(da+db)
 }
 
+// getMode reads a process's kernel mode (ABI 2).
+func getMode(t *testing.T, pid int) int {
+	t.Helper()
+	m, err := getweight(pid, flagProcess|flagGetMode)
+	if err != nil {
+		t.Fatalf("sched_getweight(%d, mode): %v", pid, err)
+	}
+	return m
+}
+
 // TestPFS: a 1-thread and an 8-thread process on one CPU. Stock, the
 // threads compete one by one (1/9 vs 8/9); with PFS through the backend,
 // each process gets half. The syscall backend (in the patched guest) is
-// exact; the nice backend (in the stock guest) is off by the rounding error
+// exact, through the kernel's PFS mode (ABI 2) or weights per thread (as on
+// ABI 1); the nice backend (in the stock guest) is off by the rounding error
 // it reports. test/kernel runs it in both guests, where the test owns the
 // whole machine; on a shared host the pinned measurement is not reliable.
 func TestPFS(t *testing.T) {
+	if inGuest != "patched" {
+		testPFS(t, NewNice(2), 8)
+		return
+	}
+	t.Run("mode", func(t *testing.T) {
+		b, err := New("/proc", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.KernelABI() < ModesABI {
+			t.Fatalf("the patched guest publishes ABI %d, want %d", b.KernelABI(), ModesABI)
+		}
+		testPFS(t, b, 2) // one mode per process
+	})
+	t.Run("per-thread", func(t *testing.T) {
+		b, err := New("/proc", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.abi = ABIVersion // as on an ABI 1 kernel
+		testPFS(t, b, 8)   // the 8 threads (and maybe the 1)
+	})
+}
+
+func testPFS(t *testing.T, b *Backend, writes int) {
 	one, oneThreads := spinner(t, 1)
 	eight, eightThreads := spinner(t, 8)
 	stock := shareOfFirst(one.Process.Pid, eight.Process.Pid, 2*time.Second)
 	t.Logf("stock: the 1-thread process gets %.1f%%", 100*stock)
 
-	var b *Backend
-	if inGuest == "patched" {
-		var err error
-		if b, err = New("/proc", 2); err != nil {
-			t.Fatal(err)
-		}
-	} else {
-		b = NewNice(2)
-	}
 	plan := enforce.Plan{Pods: []enforce.Pod{{ThreadPolicy: fairness.PFS, Processes: []enforce.Process{
 		{PID: one.Process.Pid, Threads: oneThreads}, {PID: eight.Process.Pid, Threads: eightThreads}}}}}
 	res, err := b.Apply(plan)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Writes != 8 && res.Writes != 9 {
-		t.Errorf("writes = %d, want the 8 (and maybe 1) threads", res.Writes)
+	if res.Writes != writes && res.Writes != writes+1 {
+		t.Errorf("writes = %d, want %d (or %d)", res.Writes, writes, writes+1)
 	}
 	if again, _ := b.Apply(plan); again.Writes != 0 {
 		t.Errorf("an unchanged plan wrote %d weights", again.Writes)
 	}
 	got := shareOfFirst(one.Process.Pid, eight.Process.Pid, 3*time.Second)
-	t.Logf("%s backend, PFS: the 1-thread process gets %.1f%% (rounding error it reports: %.1f points)", b.Name(), 100*got, res.ApproxErrorPoints)
+	t.Logf("%s backend (ABI %d), PFS: the 1-thread process gets %.1f%% (rounding error it reports: %.1f points)", b.Name(), b.KernelABI(), 100*got, res.ApproxErrorPoints)
 	bound := 2 + res.ApproxErrorPoints
 	if d := 100 * (got - 0.5); d > bound || d < -bound {
 		t.Errorf("PFS with the %s backend: %.1f%%, want 50%% ± %.1f points", b.Name(), 100*got, bound)
@@ -138,8 +165,142 @@ func TestPFS(t *testing.T) {
 	if err := b.Restore(plan.Pods); err != nil {
 		t.Fatal(err)
 	}
+	if b.KernelABI() >= ModesABI {
+		if m := getMode(t, eight.Process.Pid); m != 0 {
+			t.Errorf("after Restore the process is still in mode %#x", m)
+		}
+	}
 	back := shareOfFirst(one.Process.Pid, eight.Process.Pid, 2*time.Second)
 	if back > 0.2 {
 		t.Errorf("after Restore the 1-thread process still gets %.1f%%", 100*back)
 	}
+}
+
+// TestPFSModeFollowsThreads: after one Apply, the kernel's PFS mode keeps a
+// 1-thread process at half the CPU while the other process doubles its
+// threads, with no further call.
+func TestPFSModeFollowsThreads(t *testing.T) {
+	b, err := New("/proc", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, oneThreads := spinner(t, 1)
+	eight, eightThreads := spinner(t, 8)
+	plan := enforce.Plan{Pods: []enforce.Pod{{ThreadPolicy: fairness.PFS, Processes: []enforce.Process{
+		{PID: one.Process.Pid, Threads: oneThreads}, {PID: eight.Process.Pid, Threads: eightThreads}}}}}
+	if _, err := b.Apply(plan); err != nil {
+		t.Fatal(err)
+	}
+	before := shareOfFirst(one.Process.Pid, eight.Process.Pid, 3*time.Second)
+	if err := eight.Process.Signal(unix.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	waitActive(t, eight.Process.Pid, 16)
+	after := shareOfFirst(one.Process.Pid, eight.Process.Pid, 3*time.Second)
+	t.Logf("PFS mode: the 1-thread process gets %.1f%% against 8 threads, %.1f%% against 16 (no Apply between)", 100*before, 100*after)
+	for _, s := range []float64{before, after} {
+		if s < 0.48 || s > 0.52 {
+			t.Errorf("the 1-thread process got %.1f%%, want 50%% ± 2", 100*s)
+		}
+	}
+	if err := b.RestoreAll(); err != nil {
+		t.Fatal(err)
+	}
+	if m := getMode(t, eight.Process.Pid); m != 0 {
+		t.Errorf("after RestoreAll the process is in mode %#x", m)
+	}
+}
+
+// waitActive waits until n threads of pid use CPU 0, pinning new ones.
+func waitActive(t *testing.T, pid, n int) {
+	t.Helper()
+	var cpu0 unix.CPUSet
+	cpu0.Set(0)
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		before := taskTimes(pid)
+		time.Sleep(500 * time.Millisecond)
+		active := 0
+		for tid, run := range taskTimes(pid) {
+			if run-before[tid] > uint64(5*time.Millisecond) {
+				active++
+			}
+		}
+		if active == n {
+			return
+		}
+	}
+	t.Fatalf("process %d did not get %d spinning threads going", pid, n)
+}
+
+// TestTWRSMode: a pod with TWRS processes A (1 thread) and B (3 threads)
+// beside C (2 threads) outside any pod, all on one CPU. Eq. 3.3 weighs A's
+// thread 1024 × (6 − 1), B's 1024 × (6 − 3), C's 1024: shares 31.25 %,
+// 56.25 %, 12.5 %. Then the pod's policy changes to TFPS: the backend takes
+// the processes out of the mode and sets TFPS weights per thread.
+func TestTWRSMode(t *testing.T) {
+	b, err := New("/proc", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, aThreads := spinner(t, 1)
+	bb, bThreads := spinner(t, 3)
+	c, _ := spinner(t, 2)
+	pod := enforce.Pod{ThreadPolicy: fairness.TWRS, Processes: []enforce.Process{
+		{PID: a.Process.Pid, Threads: aThreads}, {PID: bb.Process.Pid, Threads: bThreads}}}
+	res, err := b.Apply(enforce.Plan{Pods: []enforce.Pod{pod}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Writes != 2 || getMode(t, a.Process.Pid) != modeTWRS || getMode(t, bb.Process.Pid) != modeTWRS {
+		t.Fatalf("writes = %d, modes %#x %#x; want 2 writes, both TWRS", res.Writes, getMode(t, a.Process.Pid), getMode(t, bb.Process.Pid))
+	}
+	time.Sleep(500 * time.Millisecond)
+	s := shares(3*time.Second, a.Process.Pid, bb.Process.Pid, c.Process.Pid)
+	t.Logf("TWRS mode: A %.1f%%, B %.1f%%, C (stock) %.1f%%; eq. 3.3 says 31.25, 56.25, 12.5", 100*s[0], 100*s[1], 100*s[2])
+	for i, want := range []float64{0.3125, 0.5625, 0.125} {
+		if s[i] < want-0.02 || s[i] > want+0.02 {
+			t.Errorf("process %d got %.1f%%, want %.1f%% ± 2", i, 100*s[i], 100*want)
+		}
+	}
+
+	pod.ThreadPolicy = fairness.TFPS
+	if _, err := b.Apply(enforce.Plan{Pods: []enforce.Pod{pod}}); err != nil {
+		t.Fatalf("changing the policy to TFPS: %v", err)
+	}
+	if m := getMode(t, bb.Process.Pid); m != 0 {
+		t.Errorf("after the change to TFPS the process is in mode %#x", m)
+	}
+	for _, tid := range bThreads { // TFPS: 1024 × 2 CPUs / 3 threads
+		if w, err := getweight(tid, 0); err != nil || w != 683 {
+			t.Errorf("TFPS weight of thread %d = %d (%v), want 683", tid, w, err)
+		}
+	}
+	if err := b.RestoreAll(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tid := range bThreads {
+		if w, _ := getweight(tid, 0); w != 1024 {
+			t.Errorf("after RestoreAll thread %d weighs %d, want 1024", tid, w)
+		}
+	}
+}
+
+// shares measures each process's share of the CPU they used over window.
+func shares(window time.Duration, pids ...int) []float64 {
+	before := make([]uint64, len(pids))
+	for i, pid := range pids {
+		before[i] = processCPU(pid)
+	}
+	time.Sleep(window)
+	out := make([]float64, len(pids))
+	var total float64
+	for i, pid := range pids {
+		out[i] = float64(processCPU(pid) - before[i])
+		total += out[i]
+	}
+	for i := range out {
+		out[i] /= total
+	}
+	return out
 }
