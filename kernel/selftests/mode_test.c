@@ -30,7 +30,10 @@ static void pin(int cpu)
 
 	CPU_ZERO(&set);
 	CPU_SET(cpu, &set);
-	sched_setaffinity(0, sizeof(set), &set);
+	if (sched_setaffinity(0, sizeof(set), &set)) {
+		printf("Bail out! cannot run on CPU %d: %s\n", cpu, strerror(errno));
+		exit(2);
+	}
 }
 
 static volatile int stop[MAX_GANG];

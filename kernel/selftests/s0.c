@@ -127,7 +127,8 @@ static void child(const char *mode, int n, double per_process_work, int go_fd)
 
 	CPU_ZERO(&cpu0);
 	CPU_SET(0, &cpu0);
-	sched_setaffinity(0, sizeof(cpu0), &cpu0);	/* threads inherit it */
+	if (sched_setaffinity(0, sizeof(cpu0), &cpu0))	/* threads inherit it */
+		_exit(6);
 
 	if (!strcmp(mode, "pfs") || !strcmp(mode, "twrs")) {
 		unsigned int flags = SCHED_WEIGHT_PROCESS |
@@ -244,7 +245,10 @@ int main(int argc, char **argv)
 
 	CPU_ZERO(&cpu1);
 	CPU_SET(1, &cpu1);
-	sched_setaffinity(0, sizeof(cpu1), &cpu1);	/* out of the way of CPU 0 */
+	if (sched_setaffinity(0, sizeof(cpu1), &cpu1)) {	/* out of the way of CPU 0 */
+		perror("s0: CPU 1");
+		return 1;
+	}
 
 	if (getenv("S0_SCALE"))
 		scale = atof(getenv("S0_SCALE"));

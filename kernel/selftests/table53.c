@@ -66,7 +66,8 @@ static pid_t process(const char *mode, double weight, int nice)
 		return pid;
 	CPU_ZERO(&cpu0);
 	CPU_SET(0, &cpu0);
-	sched_setaffinity(0, sizeof(cpu0), &cpu0);
+	if (sched_setaffinity(0, sizeof(cpu0), &cpu0))
+		_exit(6);
 	if (!strcmp(mode, "pfs") && setweight(0, PROCESS_PFS, 1024 * weight))
 		_exit(3);
 	if (!strcmp(mode, "twrs") && setweight(0, PROCESS_TWRS, 1024 * weight))
@@ -110,7 +111,10 @@ int main(int argc, char **argv)
 
 	CPU_ZERO(&cpu1);
 	CPU_SET(1, &cpu1);
-	sched_setaffinity(0, sizeof(cpu1), &cpu1);
+	if (sched_setaffinity(0, sizeof(cpu1), &cpu1)) {	/* out of the way of CPU 0 */
+		perror("table53: CPU 1");
+		return 1;
+	}
 	for (i = 2; i < argc; i++) {
 		double n = atof(argv[i]), before[2], used[2];
 		pid_t pid[2];
