@@ -188,9 +188,12 @@ func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 			continue
 		}
 		if b.kind == Syscall && b.abi >= ModesABI {
-			// Per-thread weights are refused (EBUSY) in a process mode:
-			// leave it first, after a policy change or someone else's call.
+			// A mode we set is left when the policy changes; for TFPS any
+			// mode is, as per-thread weights are refused (EBUSY) in one.
 			for _, p := range pod.Processes {
+				if _, ours := b.modes[p.PID]; !ours && pod.ThreadPolicy != fairness.TFPS {
+					continue
+				}
 				if err := b.leaveMode(p.PID, &res); err != nil {
 					errs = append(errs, err)
 				}
