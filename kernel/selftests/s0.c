@@ -1,29 +1,34 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The thesis's S0 experiment (seed 000 §3.4) in the guest: processes A, B and
- * C with 1, 8 and k spinning threads on CPU 0, each process's share of the
- * CPU measured over a window, under three weightings:
+ * The thesis's S0 experiment (seed 000 §3.4–3.6) in the guest: processes A,
+ * B and C with 1, 8 and k threads on CPU 0, under one weighting:
  *   stock   every thread at nice 0 (threads compete one by one)
  *   nice    process-fair (PFS) thread weights rounded to nice levels
- *   weight  PFS thread weights set exactly with sched_setweight()
- * Prints one table row per (k, weighting): "S0 <mode> k A% B% C% gap".
- * Usage: s0 <mode> <k>...   (mode: stock | nice | weight)
+ *   weight  PFS thread weights set once per thread with sched_setweight()
+ *   pfs     the kernel's PFS mode, process weight 1024
+ *   twrs    the kernel's TWRS mode, process weight 1024
+ * Two runs per k:
+ *   shares       the threads spin; after 3 s, each process's share, the
+ *                median of three 3-s windows
+ *   fixed work   each process has 1 s of CPU work split among its threads
+ *                (S0_WORK seconds in the environment); per process, the
+ *                turnaround (start to last thread done) and the waiting
+ *                time (turnaround − CPU time), averaged over A, B and C
+ * Prints one row per k: "S0 <mode> k A% B% C% gap wait-s turnaround-s".
+ * Usage: s0 <mode> <k>...
  */
 #define _GNU_SOURCE
 #include <math.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/wait.h>
-#include <pthread.h>
 #include <time.h>
-#include <unistd.h>
 
-#define NR_sched_setweight 463
+#include "weight.h"
 
 static const int prio_to_weight[40] = {
 	88761, 71755, 56483, 46273, 36291, 29154, 23254, 18705, 14949, 11916,
@@ -49,13 +54,32 @@ static int nearest_nice(double w)
 
 /* The process weight in units of nice 0 (S0_SCALE in the environment). */
 static double scale = 1;
+/* CPU seconds of work per process in the fixed-work run. */
+static double work = 1;
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static double thread_cpu(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
 
 struct spin_arg {
 	const char *mode;
 	int threads;
+	double work;	/* CPU seconds per thread; 0 spins forever */
 	int next;	/* index handed to the next thread */
 	pthread_mutex_t lock;
-	pthread_barrier_t *ready;
+	pthread_barrier_t *ready, *go;
 };
 
 static void *spin(void *p)
@@ -64,6 +88,7 @@ static void *spin(void *p)
 	/* PFS: a process weight of scale × 1024 divided by its threads. */
 	double w = 1024.0 * scale / a->threads;
 	unsigned int total = 1024 * scale, me;
+	volatile unsigned long n = 0;
 
 	pthread_mutex_lock(&a->lock);
 	me = a->next++;
@@ -72,30 +97,58 @@ static void *spin(void *p)
 		/* Integer weights that add up to exactly the process weight. */
 		unsigned int tw = total / a->threads + (me < total % a->threads);
 
-		syscall(NR_sched_setweight, 0, 0, tw < 2 ? 2 : tw);
-	}
-	else if (!strcmp(a->mode, "nice"))
+		setweight(0, 0, tw < 2 ? 2 : tw);
+	} else if (!strcmp(a->mode, "nice")) {
 		setpriority(PRIO_PROCESS, 0, nearest_nice(w / scale));
+	}
 	pthread_barrier_wait(a->ready);
-	for (;;)
-		;
+	pthread_barrier_wait(a->go);
+	if (!a->work)
+		for (;;)
+			;
+	do {
+		for (int i = 0; i < 20000; i++)
+			n++;
+	} while (thread_cpu() < a->work);
 	return NULL;
 }
 
-/* A child process spinning n threads on CPU 0; never returns. */
-static void child(const char *mode, int n)
+/*
+ * A child process running n threads on CPU 0, released when the parent
+ * closes the go pipe; with work, it exits when all threads are done.
+ */
+static void child(const char *mode, int n, double per_process_work, int go_fd)
 {
-	pthread_barrier_t ready;
-	struct spin_arg a = { mode, n, 0, PTHREAD_MUTEX_INITIALIZER, &ready };
-	pthread_t t;
+	pthread_barrier_t ready, go;
+	struct spin_arg a = { mode, n, per_process_work / n, 0, PTHREAD_MUTEX_INITIALIZER, &ready, &go };
+	pthread_t *t = calloc(n, sizeof(*t));
+	cpu_set_t cpu0;
+	char c;
 	int i;
 
+	CPU_ZERO(&cpu0);
+	CPU_SET(0, &cpu0);
+	if (sched_setaffinity(0, sizeof(cpu0), &cpu0))	/* threads inherit it */
+		_exit(6);
+
+	if (!strcmp(mode, "pfs") || !strcmp(mode, "twrs")) {
+		unsigned int flags = SCHED_WEIGHT_PROCESS |
+			(mode[0] == 'p' ? SCHED_WEIGHT_MODE_PFS : SCHED_WEIGHT_MODE_TWRS);
+
+		if (setweight(0, flags, 1024 * scale))
+			_exit(3);
+	}
 	pthread_barrier_init(&ready, NULL, n + 1);
+	pthread_barrier_init(&go, NULL, n + 1);
 	for (i = 0; i < n; i++)
-		pthread_create(&t, NULL, spin, &a);
+		pthread_create(&t[i], NULL, spin, &a);
 	pthread_barrier_wait(&ready);
-	for (;;)
-		pause();
+	if (read(go_fd, &c, 1) != 0)	/* EOF: go */
+		_exit(4);
+	pthread_barrier_wait(&go);
+	for (i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+	_exit(0);
 }
 
 static double process_cpu(pid_t pid)
@@ -121,45 +174,125 @@ static double process_cpu(pid_t pid)
 	return (double)(utime + stime) / sysconf(_SC_CLK_TCK);
 }
 
+/* Starts A, B and C; returns when all their threads are ready, then goes. */
+static double start(const char *mode, const int *n, double per_process_work, pid_t *pid)
+{
+	int go[2], j;
+
+	if (pipe(go))
+		exit(2);
+	for (j = 0; j < 3; j++) {
+		pid[j] = fork();
+		if (pid[j] == 0) {
+			close(go[1]);
+			child(mode, n[j], per_process_work, go[0]);
+		}
+	}
+	close(go[0]);
+	usleep(300000 + 5000 * (n[0] + n[1] + n[2]));	/* threads created, weighted, waiting */
+	close(go[1]);
+	return now();
+}
+
+static int by_value(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Spinning threads: each process's share of CPU 0 in percent, the median of
+ * WINDOWS windows of 3 s (each window printed as "S0W ..."): a window in
+ * which the host stole the guest's CPU does not decide the row.
+ */
+#define WINDOWS 3
+static void shares(const char *mode, int k, const int *n, double *share)
+{
+	double before[3], got[3][WINDOWS], total;
+	pid_t pid[3];
+	int j, w;
+
+	start(mode, n, 0, pid);
+	/*
+	 * Steady state: all threads start at once, and with 200 of them one
+	 * round of CPU 0 in 4-ms ticks takes almost a second; the kernel's
+	 * modes count a thread from its first pick, so their weights settle
+	 * within a round or two.
+	 */
+	sleep(3);
+	for (w = 0; w < WINDOWS; w++) {
+		for (j = 0; j < 3; j++)
+			before[j] = process_cpu(pid[j]);
+		sleep(3);
+		total = 0;
+		for (j = 0; j < 3; j++) {
+			got[j][w] = process_cpu(pid[j]) - before[j];
+			total += got[j][w];
+		}
+		for (j = 0; j < 3; j++)
+			got[j][w] = 100 * got[j][w] / total;
+		printf("S0W %-6s %3d %d %5.1f %5.1f %5.1f\n", mode, k, w, got[0][w], got[1][w], got[2][w]);
+	}
+	for (j = 0; j < 3; j++) {
+		qsort(got[j], WINDOWS, sizeof(double), by_value);
+		share[j] = got[j][WINDOWS / 2];
+		kill(pid[j], SIGKILL);
+		waitpid(pid[j], NULL, 0);
+	}
+}
+
+/* Fixed work: average waiting and turnaround time of A, B and C. */
+static void times(const char *mode, const int *n, double *wait, double *turnaround)
+{
+	double t0, cpu;
+	struct rusage ru;
+	pid_t pid[3], done;
+	int j, status;
+
+	t0 = start(mode, n, work, pid);
+	*wait = *turnaround = 0;
+	for (j = 0; j < 3; j++) {
+		done = wait4(-1, &status, 0, &ru);
+		if (done < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
+			exit(5);
+		cpu = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+		      ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+		*turnaround += (now() - t0) / 3;
+		*wait += (now() - t0 - cpu) / 3;
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "stock";
-	cpu_set_t cpu0;
-	int i, j;
+	cpu_set_t cpu1;
+	int i;
+
+	CPU_ZERO(&cpu1);
+	CPU_SET(1, &cpu1);
+	if (sched_setaffinity(0, sizeof(cpu1), &cpu1)) {	/* out of the way of CPU 0 */
+		perror("s0: CPU 1");
+		return 1;
+	}
 
 	if (getenv("S0_SCALE"))
 		scale = atof(getenv("S0_SCALE"));
+	if (getenv("S0_WORK"))
+		work = atof(getenv("S0_WORK"));
 
-	CPU_ZERO(&cpu0);
-	CPU_SET(0, &cpu0);
-	sched_setaffinity(0, sizeof(cpu0), &cpu0);	/* children inherit it */
 	for (i = 2; i < argc; i++) {
-		int k = atoi(argv[i]), n[3] = { 1, 8, k };
-		pid_t pid[3];
-		double before[3], share[3], total = 0, lo = 1, hi = 0;
+		int k = atoi(argv[i]), n[3] = { 1, 8, k }, j;
+		double share[3], lo = 100, hi = 0, wait, turnaround;
 
+		shares(mode, k, n, share);
 		for (j = 0; j < 3; j++) {
-			pid[j] = fork();
-			if (pid[j] == 0)
-				child(mode, n[j]);
-		}
-		sleep(1);	/* all threads running and weighted */
-		for (j = 0; j < 3; j++)
-			before[j] = process_cpu(pid[j]);
-		sleep(4);
-		for (j = 0; j < 3; j++) {
-			share[j] = process_cpu(pid[j]) - before[j];
-			total += share[j];
-		}
-		for (j = 0; j < 3; j++) {
-			share[j] /= total;
 			lo = share[j] < lo ? share[j] : lo;
 			hi = share[j] > hi ? share[j] : hi;
-			kill(pid[j], SIGKILL);
-			waitpid(pid[j], NULL, 0);
 		}
-		printf("S0 %-6s %3d %5.1f %5.1f %5.1f %5.1f\n", mode, k,
-		       100 * share[0], 100 * share[1], 100 * share[2], 100 * (hi - lo));
+		times(mode, n, &wait, &turnaround);
+		printf("S0 %-6s %3d %5.1f %5.1f %5.1f %5.1f %6.3f %6.3f\n", mode, k,
+		       share[0], share[1], share[2], hi - lo, wait, turnaround);
 		fflush(stdout);
 	}
 	return 0;

@@ -18,61 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define NR_sched_setweight 463
-#define NR_sched_getweight 464
-#define SCHED_WEIGHT_PROCESS 0x1
-
-static long setweight(pid_t pid, unsigned int flags, unsigned int weight)
-{
-	return syscall(NR_sched_setweight, pid, flags, weight);
-}
-
-static long getweight(pid_t pid, unsigned int flags)
-{
-	return syscall(NR_sched_getweight, pid, flags);
-}
-
-static int tests, failures;
-
-static void report(int ok, const char *name, const char *why)
-{
-	tests++;
-	if (ok) {
-		printf("ok %d %s\n", tests, name);
-	} else {
-		failures++;
-		printf("not ok %d %s # %s\n", tests, name, why);
-	}
-	fflush(stdout);
-}
-
-#define EXPECT(name, cond) do {						\
-	char why_[160];							\
-	snprintf(why_, sizeof(why_), "%s (errno %d %s)", #cond,		\
-		 errno, strerror(errno));				\
-	report((cond), name, why_);					\
-} while (0)
-
-#define EXPECT_ERR(name, call, err) do {				\
-	long r_; errno = 0; r_ = (call);				\
-	char why_[160];							\
-	snprintf(why_, sizeof(why_), "%s = %ld errno %d, want -1 %s",	\
-		 #call, r_, errno, #err);				\
-	report(r_ == -1 && errno == (err), name, why_);			\
-} while (0)
-
-static int probe_abi(void)
-{
-	FILE *f = fopen("/proc/sys/kernel/sched_weight_abi", "r");
-	int v = -1;
-
-	if (!f)
-		return -1;
-	if (fscanf(f, "%d", &v) != 1)
-		v = -1;
-	fclose(f);
-	return v;
-}
+#include "weight.h"
 
 /* --- inheritance --- */
 static void *read_own_weight(void *arg)
@@ -160,10 +106,10 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
-	EXPECT("ABI probe reads 1", probe_abi() == 1);
+	EXPECT("ABI probe reads 2", probe_abi() == 2);
 	EXPECT("default weight is nice 0's 1024", getweight(0, 0) == 1024);
-	EXPECT_ERR("unknown flag is EINVAL", setweight(0, 0x2, 1024), EINVAL);
-	EXPECT_ERR("unknown flag on get is EINVAL", getweight(0, 0x4), EINVAL);
+	EXPECT_ERR("unknown flag is EINVAL", setweight(0, 0x10, 1024), EINVAL);
+	EXPECT_ERR("unknown flag on get is EINVAL", getweight(0, 0x10), EINVAL);
 	EXPECT_ERR("weight below the minimum is EINVAL", setweight(0, 0, 1), EINVAL);
 	EXPECT_ERR("weight above the maximum is EINVAL", setweight(0, 0, (1u << 20) + 1), EINVAL);
 	EXPECT_ERR("negative pid is EINVAL", setweight(-5, 0, 1024), EINVAL);

@@ -105,6 +105,9 @@ func (a *Agent) buildReport(now time.Time) *kubefairv1.NodeShareReport {
 	if a.threads != nil {
 		r.Backend = kubefairv1.Backend(a.threads.Name())
 	}
+	if k, ok := a.threads.(interface{ KernelABI() int }); ok {
+		r.KernelABI = int32(k.KernelABI())
+	}
 	r.CPUs = int32(a.cfg.CPUs)
 	r.Window = metav1.Duration{Duration: window.Round(time.Millisecond)}
 	r.ObservedTime = metav1.NewTime(now)

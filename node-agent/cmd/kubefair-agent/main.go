@@ -197,7 +197,7 @@ func serve(ctx context.Context, addr, pattern string, h http.Handler) {
 // publishes their ABI (on other kernels the numbers are other calls).
 func confine(procRoot string) error {
 	var kernelCalls []seccomp.Call
-	abi := threads.ProbeABI(procRoot) == threads.ABIVersion
+	abi := threads.KnownABI(threads.ProbeABI(procRoot))
 	if abi {
 		kernelCalls = threads.SeccompCalls()
 	}

@@ -16,14 +16,14 @@ import (
 
 // TestBackendUnderSeccompFilter confines this test process with the
 // agent's own seccomp filter, exactly as the agent's main does (kernel ABI
-// calls only when the probe reads ABIVersion), then weighs four threads
+// calls only when the probe reads a known ABI), then weighs four threads
 // of its own with PFS. In the patched guest sched_setweight and
 // sched_getweight pass the filter and the weights are set and restored; in
 // the stock guest the probe is absent, the calls are never made, and the
 // nice fallback works under the same filter. test/kernel runs it alone in
 // each guest: the filter cannot be removed again.
 func TestBackendUnderSeccompFilter(t *testing.T) {
-	abi := ProbeABI("/proc") == ABIVersion
+	abi := KnownABI(ProbeABI("/proc"))
 	if (inGuest == "patched") != abi {
 		t.Fatalf("%s guest: the probe says ABI %d", inGuest, ProbeABI("/proc"))
 	}

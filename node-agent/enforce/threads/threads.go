@@ -1,9 +1,12 @@
 // Package threads is the thread-level enforcement layer: inside each pod it
-// gives every thread the weight its tenant's thread policy asks for (PFS,
-// TFPS), through the patched kernel's sched_setweight() when the kernel
-// publishes that ABI (the `syscall` backend), or rounded to per-thread nice
-// levels when it does not (the `nice` backend, which reports the error its
-// rounding causes). It is the only code that calls these system calls.
+// gives every thread the weight its tenant's thread policy asks for, through
+// the patched kernel's sched_setweight() when the kernel publishes that ABI
+// (the `syscall` backend), or rounded to per-thread nice levels when it does
+// not (the `nice` backend, which reports the error its rounding causes).
+// On ABI 2 kernels PFS and TWRS are one process mode per process, and the
+// kernel keeps the thread weights right as threads come and go; TFPS, and
+// PFS on ABI 1, are weights per thread. It is the only code that calls
+// these system calls.
 package threads
 
 import (
@@ -23,16 +26,30 @@ import (
 )
 
 // The kernel ABI (kernel/README.md). The numbers mean sched_setweight and
-// sched_getweight only on a kernel whose probe file says ABIVersion: other
-// kernels use them for other calls (463 is setxattrat from 6.13 on).
+// sched_getweight only on a kernel whose probe file publishes an ABI
+// version: other kernels use them for other calls (463 is setxattrat from
+// 6.13 on).
 const (
-	ABIVersion        = 1
+	// ABIVersion is the first ABI: thread and process weights.
+	ABIVersion = 1
+	// ModesABI adds the process modes PFS and TWRS.
+	ModesABI          = 2
 	sysSchedSetweight = 463
 	sysSchedGetweight = 464
 	// MinWeight and MaxWeight bound sched_setweight's weight.
 	MinWeight = 2
 	MaxWeight = 1 << 20
+
+	flagProcess = 0x1 // SCHED_WEIGHT_PROCESS: every thread of the process
+	modePFS     = 0x2 // SCHED_WEIGHT_MODE_PFS
+	modeTWRS    = 0x4 // SCHED_WEIGHT_MODE_TWRS
+	flagGetMode = 0x8 // SCHED_WEIGHT_GET_MODE
 )
+
+// KnownABI is true for the ABI versions this backend speaks: from the first
+// (thread and process weights) to the modes. The calls' numbers mean
+// sched_setweight/getweight only on such kernels.
+func KnownABI(v int) bool { return v >= ABIVersion && v <= ModesABI }
 
 // ProbeABI reads the ABI version the kernel publishes, 0 when it has none.
 func ProbeABI(procRoot string) int {
@@ -59,33 +76,45 @@ const (
 type Backend struct {
 	kind Kind
 	cpus int
+	// abi is the kernel's sched_setweight ABI (syscall backend).
+	abi int
 
 	mu sync.Mutex
 	// written is what we last set per thread (weight or nice), for drift.
 	written map[int]int
 	// originalNice is a thread's nice level before the nice backend changed it.
 	originalNice map[int]int
+	// modes is the process mode we last set per process (ABI 2).
+	modes map[int]int
 }
 
 // New returns the syscall backend when the kernel publishes the ABI, else
 // an error wrapping ErrNoABI (the caller decides whether to fall back to
 // NewNice).
 func New(procRoot string, cpus int) (*Backend, error) {
-	if v := ProbeABI(procRoot); v != ABIVersion {
-		return nil, fmt.Errorf("%w (probe %s/sys/kernel/sched_weight_abi reads %d, want %d)", ErrNoABI, procRoot, v, ABIVersion)
+	v := ProbeABI(procRoot)
+	if !KnownABI(v) {
+		return nil, fmt.Errorf("%w (probe %s/sys/kernel/sched_weight_abi reads %d, want %d..%d)", ErrNoABI, procRoot, v, ABIVersion, ModesABI)
 	}
 	// The kernel has the calls; a seccomp profile may still refuse them
 	// (RuntimeDefault does). Ask for our own weight once to find out.
-	if _, err := getweight(unix.Gettid()); err != nil {
+	if _, err := getweight(unix.Gettid(), 0); err != nil {
 		return nil, fmt.Errorf("%w: sched_getweight is refused (%v); allow it in the agent's seccomp profile", ErrNoABI, err)
 	}
-	return &Backend{kind: Syscall, cpus: cpus, written: map[int]int{}, originalNice: map[int]int{}}, nil
+	b := newBackend(Syscall, cpus)
+	b.abi = v
+	return b, nil
 }
 
 // NewNice returns the nice fallback, which works on any kernel.
-func NewNice(cpus int) *Backend {
-	return &Backend{kind: Nice, cpus: cpus, written: map[int]int{}, originalNice: map[int]int{}}
+func NewNice(cpus int) *Backend { return newBackend(Nice, cpus) }
+
+func newBackend(kind Kind, cpus int) *Backend {
+	return &Backend{kind: kind, cpus: cpus, written: map[int]int{}, originalNice: map[int]int{}, modes: map[int]int{}}
 }
+
+// KernelABI is the sched_setweight ABI in use, 0 for the nice backend.
+func (b *Backend) KernelABI() int { return b.abi }
 
 // ErrNoABI: the kernel does not have kubefair's sched_setweight().
 var ErrNoABI = errors.New("the kernel does not publish the sched_setweight ABI")
@@ -122,19 +151,59 @@ func threadWeights(pod enforce.Pod, cpus int) map[int]float64 {
 			for _, tid := range p.Threads {
 				out[tid] = math.Max(MinWeight, math.Round(fairness.TFPSThreadWeight(processWeight, n, cpus)))
 			}
-		default: // None, and TWRS until the kernel does it per run queue
+		default: // None; TWRS only as the kernel's process mode (ABI 2)
 		}
 	}
 	return out
 }
 
-// Apply sets each thread's weight, writing only what differs.
+// processWeight is the weight of every process in nice-0 = 1024 units (see
+// threadWeights for why not more).
+const processWeight = fairness.Nice0Weight
+
+// modeOf is the kernel's process mode for a policy, 0 when the policy is
+// not one (or this backend cannot set modes).
+func (b *Backend) modeOf(policy fairness.ThreadPolicy) int {
+	if b.kind != Syscall || b.abi < ModesABI {
+		return 0
+	}
+	switch policy {
+	case fairness.PFS:
+		return modePFS
+	case fairness.TWRS:
+		return modeTWRS
+	}
+	return 0
+}
+
+// Apply sets each process's mode or each thread's weight, writing only what
+// differs.
 func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var res enforce.Result
 	var errs []error
 	for _, pod := range plan.Pods {
+		if mode := b.modeOf(pod.ThreadPolicy); mode != 0 {
+			for _, p := range pod.Processes {
+				if err := b.setMode(p, mode, &res); err != nil {
+					errs = append(errs, err)
+				}
+			}
+			continue
+		}
+		if b.kind == Syscall && b.abi >= ModesABI {
+			// A mode we set is left when the policy changes; for TFPS any
+			// mode is, as per-thread weights are refused (EBUSY) in one.
+			for _, p := range pod.Processes {
+				if _, ours := b.modes[p.PID]; !ours && pod.ThreadPolicy != fairness.TFPS {
+					continue
+				}
+				if err := b.leaveMode(p.PID, &res); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
 		weights := threadWeights(pod, b.cpus)
 		var exact, rounded []float64
 		for _, p := range pod.Processes {
@@ -162,12 +231,70 @@ func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 	return res, errors.Join(errs...)
 }
 
+// setMode puts a process in the kernel's mode with processWeight, unless it
+// is there already.
+func (b *Backend) setMode(p enforce.Process, mode int, res *enforce.Result) error {
+	haveMode, err := getweight(p.PID, flagProcess|flagGetMode)
+	var haveWeight int
+	if err == nil {
+		haveWeight, err = getweight(p.PID, flagProcess)
+	}
+	if errors.Is(err, unix.ESRCH) {
+		res.Vanished++
+		delete(b.modes, p.PID)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sched_getweight(%d, process): %w", p.PID, err)
+	}
+	if last, ok := b.modes[p.PID]; ok && (last != haveMode || haveWeight != processWeight) {
+		res.Drift++
+	}
+	if haveMode != mode || haveWeight != processWeight {
+		if err := setweight(p.PID, flagProcess|mode, processWeight); err != nil {
+			if errors.Is(err, unix.ESRCH) {
+				res.Vanished++
+				delete(b.modes, p.PID)
+				return nil
+			}
+			return fmt.Errorf("sched_setweight(%d, process mode %#x, %d): %w", p.PID, mode, processWeight, err)
+		}
+		res.Writes++
+	}
+	b.modes[p.PID] = mode
+	// The mode owns the threads' weights now: nothing per thread to restore.
+	for _, tid := range p.Threads {
+		delete(b.written, tid)
+	}
+	return nil
+}
+
+// leaveMode takes a process out of a kernel mode, with its threads back at
+// their nice weights, if it is in one.
+func (b *Backend) leaveMode(pid int, res *enforce.Result) error {
+	mode, err := getweight(pid, flagProcess|flagGetMode)
+	if err == nil && mode != 0 {
+		if err = setweight(pid, flagProcess, 0); err == nil {
+			res.Writes++
+		}
+	}
+	delete(b.modes, pid)
+	if errors.Is(err, unix.ESRCH) {
+		res.Vanished++
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("leaving the process mode of %d: %w", pid, err)
+	}
+	return nil
+}
+
 // set gives one thread the weight w and returns the weight it really got.
 func (b *Backend) set(tid int, w float64, res *enforce.Result) (float64, error) {
 	switch b.kind {
 	case Syscall:
 		want := int(math.Round(math.Min(MaxWeight, math.Max(MinWeight, w))))
-		have, err := getweight(tid)
+		have, err := getweight(tid, 0)
 		if errors.Is(err, unix.ESRCH) {
 			res.Vanished++
 			return float64(want), nil
@@ -179,7 +306,7 @@ func (b *Backend) set(tid int, w float64, res *enforce.Result) (float64, error) 
 			res.Drift++
 		}
 		if have != want {
-			if err := setweight(tid, want); err != nil {
+			if err := setweight(tid, 0, want); err != nil {
 				if errors.Is(err, unix.ESRCH) {
 					res.Vanished++
 					return float64(want), nil
@@ -222,15 +349,19 @@ func (b *Backend) set(tid int, w float64, res *enforce.Result) (float64, error) 
 	}
 }
 
-// Restore gives every thread of the pods its default weight back: weight 0
-// (the nice level's) for the syscall backend, the original nice level for
-// the nice backend. Threads that are gone are forgotten.
+// Restore gives every thread of the pods its default weight back: out of
+// the process mode and weight 0 (the nice level's) for the syscall backend,
+// the original nice level for the nice backend. Threads that are gone are
+// forgotten.
 func (b *Backend) Restore(pods []enforce.Pod) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var errs []error
 	for _, pod := range pods {
 		for _, p := range pod.Processes {
+			if err := b.restoreMode(p.PID); err != nil {
+				errs = append(errs, err)
+			}
 			for _, tid := range p.Threads {
 				if err := b.restore(tid); err != nil && !errors.Is(err, unix.ESRCH) {
 					errs = append(errs, err)
@@ -246,6 +377,11 @@ func (b *Backend) RestoreAll() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var errs []error
+	for pid := range b.modes {
+		if err := b.restoreMode(pid); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for tid := range b.written {
 		if err := b.restore(tid); err != nil && !errors.Is(err, unix.ESRCH) {
 			errs = append(errs, err)
@@ -254,29 +390,41 @@ func (b *Backend) RestoreAll() error {
 	return errors.Join(errs...)
 }
 
+// restoreMode ends the process mode this backend set on pid, if any.
+func (b *Backend) restoreMode(pid int) error {
+	if _, ok := b.modes[pid]; !ok {
+		return nil
+	}
+	delete(b.modes, pid)
+	if err := setweight(pid, flagProcess, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("ending the process mode of %d: %w", pid, err)
+	}
+	return nil
+}
+
 func (b *Backend) restore(tid int) error {
 	if _, ok := b.written[tid]; !ok {
 		return nil
 	}
 	delete(b.written, tid)
 	if b.kind == Syscall {
-		return setweight(tid, 0)
+		return setweight(tid, 0, 0)
 	}
 	orig := b.originalNice[tid]
 	delete(b.originalNice, tid)
 	return unix.Setpriority(unix.PRIO_PROCESS, tid, orig)
 }
 
-func setweight(tid, weight int) error {
-	_, _, e := unix.Syscall(sysSchedSetweight, uintptr(tid), 0, uintptr(weight))
+func setweight(pid, flags, weight int) error {
+	_, _, e := unix.Syscall(sysSchedSetweight, uintptr(pid), uintptr(flags), uintptr(weight))
 	if e != 0 {
 		return e
 	}
 	return nil
 }
 
-func getweight(tid int) (int, error) {
-	r, _, e := unix.Syscall(sysSchedGetweight, uintptr(tid), 0, 0)
+func getweight(pid, flags int) (int, error) {
+	r, _, e := unix.Syscall(sysSchedGetweight, uintptr(pid), uintptr(flags), 0)
 	if e != 0 {
 		return 0, e
 	}
@@ -284,13 +432,20 @@ func getweight(tid int) (int, error) {
 }
 
 // ResetProcesses gives every thread of pids its default weight back without
-// knowing what was set: weight 0 through the syscall when the kernel has the
-// ABI, nice 0 otherwise. It is what a fresh process (`kubefair-agent
+// knowing what was set: through the syscall when the kernel has the ABI, one
+// process-scope weight 0 per process (which also ends a process mode), nice
+// 0 per thread otherwise. It is what a fresh process (`kubefair-agent
 // --restore`) can do for threads an earlier
-// agent weighed; vanished threads are skipped.
+// agent weighed; vanished processes and threads are skipped.
 func ResetProcesses(procRoot string, kind Kind, pids []int) error {
 	var errs []error
 	for _, pid := range pids {
+		if kind == Syscall {
+			if err := setweight(pid, flagProcess, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+				errs = append(errs, fmt.Errorf("resetting process %d: %w", pid, err))
+			}
+			continue
+		}
 		entries, err := os.ReadDir(filepath.Join(procRoot, strconv.Itoa(pid), "task"))
 		if err != nil {
 			continue
@@ -300,12 +455,7 @@ func ResetProcesses(procRoot string, kind Kind, pids []int) error {
 			if err != nil {
 				continue
 			}
-			if kind == Syscall {
-				err = setweight(tid, 0)
-			} else {
-				err = unix.Setpriority(unix.PRIO_PROCESS, tid, 0)
-			}
-			if err != nil && !errors.Is(err, unix.ESRCH) {
+			if err := unix.Setpriority(unix.PRIO_PROCESS, tid, 0); err != nil && !errors.Is(err, unix.ESRCH) {
 				errs = append(errs, fmt.Errorf("resetting thread %d: %w", tid, err))
 			}
 		}

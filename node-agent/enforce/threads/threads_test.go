@@ -3,6 +3,7 @@ package threads
 import (
 	"errors"
 	"os"
+	"os/signal"
 	"runtime"
 	"strconv"
 	"testing"
@@ -18,20 +19,28 @@ import (
 var inGuest = os.Getenv("KUBEFAIR_IN_GUEST")
 
 func TestMain(m *testing.M) {
-	// Re-executed as a spinner: N threads burning CPU until killed.
+	// Re-executed as a spinner: N threads burning CPU until killed, and N
+	// more on SIGUSR1.
 	if n, err := strconv.Atoi(os.Getenv("KUBEFAIR_SPIN")); err == nil {
 		// Every spinner needs a P of its own to stay runnable in the kernel's eyes.
-		runtime.GOMAXPROCS(n + 1)
+		runtime.GOMAXPROCS(2*n + 1)
 		var cpu0 unix.CPUSet
 		cpu0.Set(0)
-		for i := 0; i < n; i++ {
-			go func() {
-				runtime.LockOSThread()
-				_ = unix.SchedSetaffinity(0, &cpu0) // this thread only
-				for {
-				}
-			}()
+		start := func() {
+			for i := 0; i < n; i++ {
+				go func() {
+					runtime.LockOSThread()
+					_ = unix.SchedSetaffinity(0, &cpu0) // this thread only
+					for {
+					}
+				}()
+			}
 		}
+		more := make(chan os.Signal, 1)
+		signal.Notify(more, unix.SIGUSR1)
+		start()
+		<-more
+		start()
 		select {}
 	}
 	os.Exit(m.Run())
@@ -73,14 +82,40 @@ func TestThreadWeightsFollowThePolicy(t *testing.T) {
 // else there.
 func TestProbeOnThisKernel(t *testing.T) {
 	v := ProbeABI("/proc")
-	if inGuest == "patched" && v != ABIVersion {
-		t.Fatalf("patched kernel probe = %d, want %d", v, ABIVersion)
+	if inGuest == "patched" && v != ModesABI {
+		t.Fatalf("patched kernel probe = %d, want %d", v, ModesABI)
 	}
-	_, err := New("/proc", 2)
-	if v == ABIVersion && err != nil {
-		t.Fatalf("the kernel publishes the ABI, but New: %v", err)
+	b, err := New("/proc", 2)
+	if v >= ABIVersion && (err != nil || b.KernelABI() != v) {
+		t.Fatalf("the kernel publishes ABI %d, but New: %v", v, err)
 	}
-	if v != ABIVersion && !errors.Is(err, ErrNoABI) {
+	if v < ABIVersion && !errors.Is(err, ErrNoABI) {
 		t.Fatalf("New on a kernel without the ABI = %v, want ErrNoABI", err)
+	}
+}
+
+// TestModeOfPolicy: process modes only through the syscall backend on an
+// ABI 2 kernel, and only for PFS and TWRS; TFPS stays per thread.
+func TestModeOfPolicy(t *testing.T) {
+	for _, c := range []struct {
+		kind   Kind
+		abi    int
+		policy fairness.ThreadPolicy
+		want   int
+	}{
+		{Syscall, 2, fairness.PFS, modePFS},
+		{Syscall, 2, fairness.TWRS, modeTWRS},
+		{Syscall, 3, fairness.PFS, modePFS},
+		{Syscall, 2, fairness.TFPS, 0},
+		{Syscall, 2, fairness.None, 0},
+		{Syscall, 1, fairness.PFS, 0},
+		{Syscall, 1, fairness.TWRS, 0},
+		{Nice, 0, fairness.PFS, 0},
+	} {
+		b := newBackend(c.kind, 2)
+		b.abi = c.abi
+		if got := b.modeOf(c.policy); got != c.want {
+			t.Errorf("%s backend, ABI %d, %s: mode %#x, want %#x", c.kind, c.abi, c.policy, got, c.want)
+		}
 	}
 }

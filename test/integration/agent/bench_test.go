@@ -101,7 +101,7 @@ func benchCost(b *testing.B) {
 	}
 
 	tmp := b.TempDir()
-	bin := agentBinary(b) // static, as in the agent's image
+	bin := agentBinary(b)                   // static, as in the agent's image
 	stateDir := filepath.Join(tmp, "state") // exists, as the chart's hostPath does: the agent's filter has no mkdir
 	if err := os.Mkdir(stateDir, 0o700); err != nil {
 		b.Fatal(err)

@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Table 5.3 of the thesis (seed 000 §5.4–5.5) in the guest: two processes
+ * with 6 spinning threads each on CPU 0, the first at weight 1 and the
+ * second at weight n = 1..5; the first should get 1/(1+n). Weightings:
+ *   stock   no weights (every thread at nice 0)
+ *   nice    the first process at nice 0, the second's threads at the nice
+ *           level closest to n × 1024 (the best the stock kernel can do)
+ *   pfs     the kernel's PFS mode, process weights 1024 and n × 1024
+ *   twrs    the kernel's TWRS mode, process weights 1024 and n × 1024
+ * Prints "T53 <mode> n share1% share2%", shares over 4 s.
+ * Usage: table53 <mode> <n>...
+ */
+#define _GNU_SOURCE
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#include "weight.h"
+
+#define THREADS 6
+
+static const int prio_to_weight[40] = {
+	88761, 71755, 56483, 46273, 36291, 29154, 23254, 18705, 14949, 11916,
+	9548, 7620, 6100, 4904, 3906, 3121, 2501, 1991, 1586, 1277,
+	1024, 820, 655, 526, 423, 335, 272, 215, 172, 137,
+	110, 87, 70, 56, 45, 36, 29, 23, 18, 15,
+};
+
+/* The nice level whose weight comes closest to n times nice 0's. */
+static int nearest_nice(double n)
+{
+	double err = 1e300;
+	int i, best = 0;
+
+	for (i = 0; i < 40; i++) {
+		double e = fabs(log(prio_to_weight[i] / (1024 * n)));
+
+		if (e < err) {
+			err = e;
+			best = i - 20;
+		}
+	}
+	return best;
+}
+
+static void *spin(void *arg)
+{
+	for (;;)
+		;
+	return NULL;
+}
+
+static pid_t process(const char *mode, double weight, int nice)
+{
+	pid_t pid = fork();
+	cpu_set_t cpu0;
+	pthread_t t;
+	int i;
+
+	if (pid)
+		return pid;
+	CPU_ZERO(&cpu0);
+	CPU_SET(0, &cpu0);
+	if (sched_setaffinity(0, sizeof(cpu0), &cpu0))
+		_exit(6);
+	if (!strcmp(mode, "pfs") && setweight(0, PROCESS_PFS, 1024 * weight))
+		_exit(3);
+	if (!strcmp(mode, "twrs") && setweight(0, PROCESS_TWRS, 1024 * weight))
+		_exit(3);
+	if (!strcmp(mode, "nice"))
+		setpriority(PRIO_PROCESS, 0, nice);	/* new threads inherit it */
+	for (i = 0; i < THREADS; i++)
+		pthread_create(&t, NULL, spin, NULL);
+	for (;;)
+		pause();
+}
+
+static double process_cpu(pid_t pid)
+{
+	unsigned long utime = 0, stime = 0;
+	char path[64], buf[1024], *p;
+	FILE *f;
+	int i;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	if (!fgets(buf, sizeof(buf), f)) {
+		fclose(f);
+		return 0;
+	}
+	fclose(f);
+	p = strrchr(buf, ')') + 2;
+	for (i = 0; i < 11; i++)	/* to field 14, utime */
+		p = strchr(p, ' ') + 1;
+	sscanf(p, "%lu %lu", &utime, &stime);
+	return (double)(utime + stime) / sysconf(_SC_CLK_TCK);
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "stock";
+	cpu_set_t cpu1;
+	int i;
+
+	CPU_ZERO(&cpu1);
+	CPU_SET(1, &cpu1);
+	if (sched_setaffinity(0, sizeof(cpu1), &cpu1)) {	/* out of the way of CPU 0 */
+		perror("table53: CPU 1");
+		return 1;
+	}
+	for (i = 2; i < argc; i++) {
+		double n = atof(argv[i]), before[2], used[2];
+		pid_t pid[2];
+		int j;
+
+		pid[0] = process(mode, 1, 0);
+		pid[1] = process(mode, n, nearest_nice(n));
+		sleep(1);
+		for (j = 0; j < 2; j++)
+			before[j] = process_cpu(pid[j]);
+		sleep(4);
+		for (j = 0; j < 2; j++) {
+			used[j] = process_cpu(pid[j]) - before[j];
+			kill(pid[j], SIGKILL);
+			waitpid(pid[j], NULL, 0);
+		}
+		printf("T53 %-5s %g %5.1f %5.1f\n", mode, n,
+		       100 * used[0] / (used[0] + used[1]), 100 * used[1] / (used[0] + used[1]));
+		fflush(stdout);
+	}
+	return 0;
+}
