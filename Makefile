@@ -54,6 +54,7 @@ verify: generate manifests lint ## Regenerate everything and fail if the tree ch
 lint: ## gofmt and go vet.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
 	go vet ./...
+	go vet -tags kubefair_guest ./node-agent/enforce/threads # the tests test/kernel builds for the guests
 
 .PHONY: build
 build: ## Build the controller and agent binaries into bin/.

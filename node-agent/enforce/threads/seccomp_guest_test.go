@@ -60,44 +60,70 @@ func TestBackendUnderSeccompFilter(t *testing.T) {
 	}
 	plan := enforce.Plan{Pods: []enforce.Pod{{ThreadPolicy: fairness.PFS, Processes: []enforce.Process{{PID: unix.Getpid(), Threads: threads}}}}}
 
-	var b *Backend
-	if abi {
-		if b, err = New("/proc", 2); err != nil {
-			t.Fatalf("the syscall backend under the filter: %v", err)
-		}
-	} else {
+	if !abi {
 		if _, err := New("/proc", 2); !errors.Is(err, ErrNoABI) {
 			t.Fatalf("New on the stock kernel = %v, want ErrNoABI", err)
 		}
-		b = NewNice(2)
+		applyUnderFilter(t, NewNice(2), plan, 4, func(tid int, applied bool) {
+			prio, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
+			if applied && (err != nil || 20-prio == 0) {
+				t.Errorf("thread %d: nice %d, %v; want the level nearest 256", tid, 20-prio, err)
+			}
+			if !applied && 20-prio != 0 {
+				t.Errorf("thread %d after restore: nice %d, want 0", tid, 20-prio)
+			}
+		})
+		return
 	}
+	pid := unix.Getpid()
+	// ABI 2: one process-scope call puts the process in the kernel's PFS mode.
+	b, err := New("/proc", 2)
+	if err != nil {
+		t.Fatalf("the syscall backend under the filter: %v", err)
+	}
+	applyUnderFilter(t, b, plan, 1, func(_ int, applied bool) {
+		want := 0
+		if applied {
+			want = modePFS
+		}
+		if m := getMode(t, pid); m != want {
+			t.Errorf("the process is in mode %#x, want %#x", m, want)
+		}
+	})
+	// As on an ABI 1 kernel: a weight per thread.
+	b, _ = New("/proc", 2)
+	b.abi = ABIVersion
+	applyUnderFilter(t, b, plan, 4, func(tid int, applied bool) {
+		want := 1024 // nice 0's weight after restore
+		if applied {
+			want = 256 // PFS: 1024 / 4 threads
+		}
+		if w, err := getweight(tid, 0); err != nil || w != want {
+			t.Errorf("thread %d: sched_getweight = %d, %v; want %d", tid, w, err, want)
+		}
+	})
+}
+
+// applyUnderFilter applies plan with b, checks the number of writes and
+// each thread (applied true), restores, and checks each thread again.
+func applyUnderFilter(t *testing.T, b *Backend, plan enforce.Plan, writes int, check func(tid int, applied bool)) {
+	t.Helper()
 	res, err := b.Apply(plan)
 	if err != nil {
 		t.Fatalf("%s backend under the filter: %v", b.Name(), err)
 	}
-	if res.Writes != 4 {
-		t.Errorf("%s backend wrote %d thread weights, want 4", b.Name(), res.Writes)
+	if res.Writes != writes {
+		t.Errorf("%s backend (ABI %d) made %d writes, want %d", b.Name(), b.KernelABI(), res.Writes, writes)
 	}
+	threads := plan.Pods[0].Processes[0].Threads
 	for _, tid := range threads {
-		if abi {
-			if w, err := getweight(tid); err != nil || w != 256 {
-				t.Errorf("thread %d: sched_getweight = %d, %v; want PFS's 1024/4 = 256", tid, w, err)
-			}
-		} else if prio, err := unix.Getpriority(unix.PRIO_PROCESS, tid); err != nil || 20-prio == 0 {
-			t.Errorf("thread %d: nice %d, %v; want the level nearest 256", tid, 20-prio, err)
-		}
+		check(tid, true)
 	}
 	if err := b.Restore(plan.Pods); err != nil {
 		t.Fatalf("restore under the filter: %v", err)
 	}
 	for _, tid := range threads {
-		if abi {
-			if w, err := getweight(tid); err != nil || w != 1024 {
-				t.Errorf("thread %d after restore: weight %d, %v; want nice 0's 1024", tid, w, err)
-			}
-		} else if prio, _ := unix.Getpriority(unix.PRIO_PROCESS, tid); 20-prio != 0 {
-			t.Errorf("thread %d after restore: nice %d, want 0", tid, 20-prio)
-		}
+		check(tid, false)
 	}
-	t.Logf("%s backend under the agent's seccomp filter: 4 weights set and restored", b.Name())
+	t.Logf("%s backend (ABI %d) under the agent's seccomp filter: %d writes, restored", b.Name(), b.KernelABI(), writes)
 }

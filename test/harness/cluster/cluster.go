@@ -121,6 +121,9 @@ type state struct {
 	Config     Config               `json:"config"`
 	Components map[string]component `json:"components"`
 	Host       hostFootprint        `json:"host"`
+	// Owner is the process that brought the cluster up. While it runs, the
+	// cluster is its own: another Up must not tear it down as a leftover.
+	Owner component `json:"owner"`
 }
 
 type component struct {
@@ -173,6 +176,9 @@ func (c *Cluster) RESTConfig() (*rest.Config, error) {
 func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 	cfg.defaults()
 	if old, err := Attach(cfg.Dir); err == nil {
+		if o := old.state.Owner; o.PID != 0 && o.PID != os.Getpid() && len(o.Args) > 0 && isOurs(o.PID, o.Args[0]) {
+			return nil, fmt.Errorf("the cluster in %s belongs to process %d (%s), which is still running; let it finish or use another directory", cfg.Dir, o.PID, o.Args[0])
+		}
 		cfg.Log("cluster: tearing down a cluster left in %s", cfg.Dir)
 		if err := old.Down(); err != nil {
 			return nil, fmt.Errorf("tearing down the old cluster in %s: %w", cfg.Dir, err)
@@ -183,6 +189,9 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	c := &Cluster{cfg: cfg, started: map[string]*exec.Cmd{}, state: state{Config: cfg, Components: map[string]component{}}}
 	c.state.Host = recordHost(cfg)
+	if exe, err := os.Executable(); err == nil {
+		c.state.Owner = component{PID: os.Getpid(), Args: []string{exe}}
+	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
