@@ -5,6 +5,7 @@
 //
 //	go run ./hack/cluster up      # prints how to use it
 //	go run ./hack/cluster images  # rebuild kubefair's images from this tree and import them
+//	go run ./hack/cluster restart kubelet  # or containerd: the faults the end-to-end suite injects
 //	go run ./hack/cluster down
 package main
 
@@ -23,21 +24,21 @@ import (
 func main() {
 	dir := flag.String("dir", cluster.DefaultDir, "the cluster's directory (certificates, data, sockets, logs, state)")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: cluster [-dir DIR] up|images|down")
+		fmt.Fprintln(os.Stderr, "usage: cluster [-dir DIR] up|images|restart COMPONENT|down")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
-	if flag.NArg() != 1 {
+	if flag.NArg() < 1 || (flag.Arg(0) == "restart") != (flag.NArg() == 2) || flag.NArg() > 2 {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(flag.Arg(0), *dir); err != nil {
+	if err := run(flag.Arg(0), flag.Arg(1), *dir); err != nil {
 		fmt.Fprintln(os.Stderr, "cluster:", err)
 		os.Exit(1)
 	}
 }
 
-func run(cmd, dir string) error {
+func run(cmd, arg, dir string) error {
 	switch cmd {
 	case "up":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -59,6 +60,16 @@ func run(cmd, dir string) error {
 		}
 		fmt.Println("cluster: images rebuilt and imported; delete the pods to run the new ones")
 		return nil
+	case "restart":
+		c, err := cluster.Attach(dir)
+		if err != nil {
+			return err
+		}
+		if err := c.Restart(context.Background(), arg); err != nil {
+			return err
+		}
+		fmt.Printf("cluster: %s restarted\n", arg)
+		return nil
 	case "down":
 		c, err := cluster.Attach(dir)
 		if err != nil {
@@ -71,5 +82,5 @@ func run(cmd, dir string) error {
 		fmt.Println("cluster: stopped and cleaned up")
 		return nil
 	}
-	return fmt.Errorf("unknown command %q: want up, images or down", cmd)
+	return fmt.Errorf("unknown command %q: want up, images, restart or down", cmd)
 }

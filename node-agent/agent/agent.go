@@ -146,6 +146,9 @@ type Step struct {
 	Tenants []TenantStep
 	Plan    enforce.Plan
 	Result  enforce.Result
+	// RepairedBurstable: the step undid kubelet's start-up weight of the
+	// Burstable QoS cgroup (cgroupfs.Backend.RepairBurstable).
+	RepairedBurstable bool
 }
 
 // Options are the agent's collaborators.
@@ -489,6 +492,15 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	}
 	res, err := a.cgroups.Apply(plan)
 	errs = append(errs, err)
+	all := make([]string, 0, len(cgroups))
+	for cg := range cgroups {
+		all = append(all, cg)
+	}
+	repaired, err := a.cgroups.RepairBurstable(all)
+	errs = append(errs, err)
+	if repaired {
+		a.log.Info("kubelet left the Burstable QoS cgroup at its start-up weight; wrote the sum of its pods' weights, as kubelet will at its next QoS update")
+	}
 	if a.threads != nil {
 		tres, err := a.threads.Apply(plan)
 		errs = append(errs, err)
@@ -501,7 +513,7 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	a.procs.sweep()
 	a.hier.Sweep()
 
-	step := Step{Time: now, Window: dt, Plan: plan, Result: res}
+	step := Step{Time: now, Window: dt, Plan: plan, Result: res, RepairedBurstable: repaired}
 	for _, n := range names {
 		step.Tenants = append(step.Tenants, acc[n].step)
 	}

@@ -13,6 +13,7 @@ type Metrics struct {
 	entitled, achieved *prometheus.GaugeVec
 	errorPoints        prometheus.Gauge
 	writes, drift      prometheus.Counter
+	burstableRepairs   prometheus.Counter
 	loop               prometheus.Histogram
 }
 
@@ -29,10 +30,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Weights written because they differed from the plan."}),
 		drift: prometheus.NewCounter(prometheus.CounterOpts{Name: "kubefair_agent_drift_total",
 			Help: "Weights found changed by someone else and put back."}),
+		burstableRepairs: prometheus.NewCounter(prometheus.CounterOpts{Name: "kubefair_agent_burstable_repairs_total",
+			Help: "Times kubelet's start-up weight of the Burstable QoS cgroup was replaced by the sum of its pods' weights."}),
 		loop: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kubefair_agent_loop_seconds",
 			Help: "Time one period of the agent's loop took.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 	}
-	reg.MustRegister(m.entitled, m.achieved, m.errorPoints, m.writes, m.drift, m.loop)
+	reg.MustRegister(m.entitled, m.achieved, m.errorPoints, m.writes, m.drift, m.burstableRepairs, m.loop)
 	return m
 }
 
@@ -49,5 +52,8 @@ func (m *Metrics) observe(s Step, took time.Duration) {
 	m.errorPoints.Set(fairness.MaxErrorPoints(e, a, b))
 	m.writes.Add(float64(s.Result.Writes))
 	m.drift.Add(float64(s.Result.Drift))
+	if s.RepairedBurstable {
+		m.burstableRepairs.Inc()
+	}
 	m.loop.Observe(took.Seconds())
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/kubefair/kubefair/node-agent/enforce"
+	"github.com/kubefair/kubefair/node-agent/fairness"
 )
 
 // Backend is the cgroup enforcement layer: it owns every pod cgroup weight
@@ -191,4 +192,50 @@ func (b *Backend) save() error {
 		return err
 	}
 	return os.Rename(tmp, filepath.Join(b.stateDir, stateFile))
+}
+
+// BurstableDir is kubelet's QoS cgroup of Burstable pods.
+const BurstableDir = KubepodsDir + "/burstable"
+
+// RepairBurstable undoes a transient of kubelet's: when kubelet starts it
+// sets the Burstable QoS cgroup to the minimum weight (2 shares) and writes
+// the sum of its pods' requests only at its next QoS update, up to a minute
+// later. Meanwhile every Burstable pod together weighs 2 against the rest
+// of the node, and the load balancer, which sees the pods' load through
+// that weight, no longer places their threads by weight: tenants' shares
+// drift by 5–10 points. podCgroups are the node's pod cgroups; the repair
+// writes what kubelet will write — the sum of kubelet's weights of the
+// Burstable pods, a pod with no CPU request counting 0 as in kubelet — and
+// only when the QoS weight is below half of it, which kubelet's own value
+// never is (it raises the QoS weight before it creates a pod's cgroup).
+// It reports whether it wrote.
+func (b *Backend) RepairBurstable(podCgroups []string) (bool, error) {
+	var want uint64
+	for _, cg := range podCgroups {
+		if filepath.Dir(cg) != BurstableDir {
+			continue
+		}
+		shares, err := b.KubeletShares(cg)
+		if err != nil || shares <= fairness.MinShares {
+			continue // gone, or no CPU request
+		}
+		want += shares
+	}
+	if want == 0 {
+		return false, nil
+	}
+	have, err := b.h.ReadWeight(BurstableDir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+		return false, err
+	}
+	if b.h.Shares(have)*2 >= want {
+		return false, nil
+	}
+	if err := b.h.WriteWeight(BurstableDir, b.h.Native(want)); err != nil {
+		return false, fmt.Errorf("repairing %s: %w", BurstableDir, err)
+	}
+	return true, nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/kubefair/kubefair/node-agent/enforce"
+	"github.com/kubefair/kubefair/node-agent/fairness"
 )
 
 // fakeTree lays out a kubelet-like tree in a temp dir with every file
@@ -33,6 +34,7 @@ func fakeTree(t *testing.T, mode Mode, kubeletRoot string) (root string, h *Hier
 	}
 	if mode == V2 {
 		write(filepath.Join(root, "cgroup.controllers"), "cpuset cpu io memory pids\n")
+		write(filepath.Join(root, kubeletRoot, BurstableDir, "cpu.weight"), "40\n")
 		for _, p := range pods {
 			write(filepath.Join(root, p, "cpu.weight"), "4\n")
 			write(filepath.Join(root, p, "cpu.stat"), "usage_usec 1500\nuser_usec 1000\nsystem_usec 500\n")
@@ -47,6 +49,7 @@ func fakeTree(t *testing.T, mode Mode, kubeletRoot string) (root string, h *Hier
 			write(filepath.Join(root, "cpu", p, "cgroup.procs"), "")
 		}
 		write(filepath.Join(root, "cpu", "cpu.shares"), "1024\n")
+		write(filepath.Join(root, "cpu", kubeletRoot, BurstableDir, "cpu.shares"), "1024\n")
 		write(filepath.Join(root, "cpuacct", "cpuacct.usage"), "0\n")
 	}
 	h, err := Detect(root)
@@ -230,4 +233,60 @@ func mustUint(t *testing.T, s string) uint64 {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestRepairBurstable: kubelet's start-up weight of the Burstable QoS
+// cgroup is replaced by the sum of its pods' weights, once; kubelet's own
+// sum (which may differ by rounding) and other QoS classes are left alone.
+func TestRepairBurstable(t *testing.T) {
+	forEachLayout(t, func(t *testing.T, mode Mode, kubeletRoot string) {
+		root, h := fakeTree(t, mode, kubeletRoot)
+		setQoS := func(native uint64) {
+			p := filepath.Join(root, "cpu", kubeletRoot, BurstableDir, "cpu.shares")
+			if mode == V2 {
+				p = filepath.Join(root, kubeletRoot, BurstableDir, "cpu.weight")
+			}
+			if err := os.WriteFile(p, []byte(fmt.Sprintf("%d\n", native)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, err := NewBackend(h, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods := []string{"/kubepods/burstable/poda", "/kubepods/burstable/podb", "/kubepods/besteffort/podc", "/kubepods/podd"}
+		perPod, _ := b.KubeletShares(pods[0])
+		sum := h.Native(2 * perPod) // poda and podb only
+
+		setQoS(h.Native(fairness.MinShares)) // kubelet just started
+		if ok, err := b.RepairBurstable(pods); !ok || err != nil {
+			t.Fatalf("repair = %v, %v; want a write", ok, err)
+		}
+		if got := fileValue(t, root, h, BurstableDir); got != fmt.Sprint(sum) {
+			t.Fatalf("Burstable holds %s, want the pods' sum %d", got, sum)
+		}
+		if ok, _ := b.RepairBurstable(pods); ok {
+			t.Fatal("a repaired QoS weight was written again")
+		}
+		setQoS(sum - 1) // kubelet's own update, rounded differently
+		if ok, _ := b.RepairBurstable(pods); ok {
+			t.Fatal("kubelet's own sum was overwritten")
+		}
+
+		// A pod without a CPU request (minimum weight) counts 0, as in kubelet.
+		if err := h.WriteWeight(pods[1], h.Native(fairness.MinShares)); err != nil {
+			t.Fatal(err)
+		}
+		setQoS(h.Native(fairness.MinShares))
+		if ok, err := b.RepairBurstable(pods); !ok || err != nil {
+			t.Fatalf("repair = %v, %v; want a write", ok, err)
+		}
+		if got := fileValue(t, root, h, BurstableDir); got != fmt.Sprint(h.Native(perPod)) {
+			t.Fatalf("Burstable holds %s, want poda's %d alone", got, h.Native(perPod))
+		}
+		// No Burstable pod with a request: nothing to repair.
+		if ok, err := b.RepairBurstable(pods[2:]); ok || err != nil {
+			t.Fatalf("repair with no Burstable pods = %v, %v", ok, err)
+		}
+	})
 }

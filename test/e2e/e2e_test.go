@@ -8,7 +8,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"os"
 	"sort"
 	"strconv"
@@ -29,11 +31,13 @@ const (
 	namespace = scenario.Namespace
 	// boundPoints is the bound on |achieved − entitled|.
 	boundPoints = 2.0
-	// Shares are medians of windows of this length.
-	// 8 s: on 2 CPUs a 4-s window of one tenant's share scatters by several
-	// points when other work shares the machine.
-	window  = 8 * time.Second
-	windows = 5
+	// Shares are medians of windows of this length. On 2 CPUs the kernel's
+	// load balancer moves the tenants' 32 threads between placements that
+	// favour one tenant or another for seconds at a time: an 8-s window of
+	// the 1-pod tenant scatters by ±3 points around its mean, a 12-s one by
+	// ±2, and the median of seven such windows stays well inside the bound.
+	window  = 12 * time.Second
+	windows = 7
 	// settle is the time a fault is given before shares are measured again.
 	settle = 5 * time.Second
 )
@@ -121,6 +125,13 @@ func TestEndToEnd(t *testing.T) {
 		if err := c.WaitNodeReady(ctx, time.Minute); err != nil {
 			t.Fatal(err)
 		}
+		// A starting kubelet sets the Burstable QoS cgroup to 2 shares for
+		// up to a minute; the agent puts the pods' sum back within a period.
+		w.eventually(5*time.Second, "the agent to repair the Burstable QoS weight", func() (bool, string) {
+			shares, _ := os.ReadFile("/sys/fs/cgroup/cpu/kubepods/burstable/cpu.shares")
+			repairs := agentMetric(t, "kubefair_agent_burstable_repairs_total")
+			return repairs >= 1 && strings.TrimSpace(string(shares)) != "2", fmt.Sprintf("Burstable at %s shares, %v repairs", strings.TrimSpace(string(shares)), repairs)
+		})
 		time.Sleep(settle)
 		w.checkSamePods(pods)
 		w.checkShares("after kubelet restarted", w.measure())
@@ -385,8 +396,10 @@ func (w *world) waitReport(since time.Time, notBoot string) string {
 // the bound of its entitled share (median of the windows).
 func (w *world) checkStatus() {
 	w.t.Helper()
-	const reports = 5
-	var last time.Time
+	const reports = 7
+	// Reports written from now on: the one in place may be up to a report
+	// period old, and the controller may already show the next one.
+	last := time.Now()
 	achievedMinusEntitled := map[string][]float64{}
 	statusErr := map[string][]float64{}
 	for i := 0; i < reports; i++ {
@@ -475,4 +488,24 @@ func (w *world) checkCost() {
 			w.t.Errorf("tenant %s: cost %d µ%s for %.3f CPU-s at %.3f/h, want %.0f", tn.Name, tn.Status.CostMicros, tn.Status.Currency, float64(accrued)/1e9, price, want)
 		}
 	}
+}
+
+// agentMetric reads one series of the agent's Prometheus endpoint (host
+// network, the port of ci/local-cluster-values.yaml); -1 when absent.
+func agentMetric(t *testing.T, name string) float64 {
+	resp, err := http.Get("http://127.0.0.1:19090/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/kubefair/kubefair/node-agent/discovery"
 	"github.com/kubefair/kubefair/node-agent/enforce"
 	"github.com/kubefair/kubefair/node-agent/enforce/threads"
+	"github.com/kubefair/kubefair/node-agent/fairness"
 	"github.com/kubefair/kubefair/node-agent/seccomp"
 )
 
@@ -55,6 +56,7 @@ func run() error {
 	restoreNow := flag.Bool("restore", false, "put kubelet's weights back on every pod a previous agent changed (from --state-dir), then exit")
 	stateDir := flag.String("state-dir", "/var/lib/kubefair", "where the agent keeps kubelet's original weights and what its closed loops learnt, across restarts")
 	cpus := flag.Int("cpus", runtime.NumCPU(), "CPUs the pods share on this node")
+	gain := flag.Float64("correction-gain", fairness.DefaultCorrection.Gain, "closed-loop gain in (0, 1]: the fraction of a period's measured error (in log terms) corrected at once; lower is steadier on noisy nodes, slower to correct")
 	containerdAddress := flag.String("containerd-address", "/run/containerd/containerd.sock", "containerd's socket, to discover containers; when it is unreachable the agent walks the cgroup tree")
 	containerdNamespace := flag.String("containerd-namespace", "k8s.io", "containerd namespace of kubelet's containers")
 	confined := flag.Bool("seccomp", true, "confine the agent to the system calls it makes (node-agent/seccomp): any other call fails with EPERM")
@@ -138,7 +140,12 @@ func run() error {
 			return err
 		}
 	}
-	a, err := agent.New(agent.Config{NodeName: *nodeName, Period: *period, ReportPeriod: *reportPeriod, ProcRoot: *procRoot, CPUs: *cpus, StateDir: *stateDir},
+	if !(*gain > 0 && *gain <= 1) {
+		return fmt.Errorf("--correction-gain %v: want a value in (0, 1]", *gain)
+	}
+	correction := fairness.DefaultCorrection
+	correction.Gain = *gain
+	a, err := agent.New(agent.Config{NodeName: *nodeName, Period: *period, ReportPeriod: *reportPeriod, ProcRoot: *procRoot, CPUs: *cpus, StateDir: *stateDir, Correction: correction},
 		agent.Options{Hierarchy: hier, Cgroups: cgroups, Threads: threadBackend, Source: source, Reader: cache, Writer: writer, Metrics: agent.NewMetrics(reg), Log: log})
 	if err != nil {
 		return err

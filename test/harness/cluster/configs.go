@@ -119,7 +119,7 @@ failCgroupV1: false
 failSwapOn: false
 makeIPTablesUtilChains: false
 containerRuntimeEndpoint: unix://%s
-podLogsDirectory: %s
+podLogsDir: %s
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard:
