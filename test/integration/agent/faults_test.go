@@ -161,7 +161,12 @@ func TestAPIServerAway(t *testing.T) {
 		s, _ := w.tree.Shares(awPod)
 		return s != podcgroups.KubeletShares
 	})
-	away, awayErr := w.medianWindows(repeats, window, entitled)
+	// aw is one 2-thread pod against six 1-thread ones: on 2 CPUs its share
+	// swings with the threads' placement more than the others', and the
+	// rewrite just undone disturbed the closed loop. Longer windows, more of
+	// them, after the loop has settled again; the bound stays 2 points.
+	w.settle(entitled)
+	away, awayErr := w.medianWindows(2*repeats-1, 2*window, entitled)
 	t.Logf("API server away: shares %v, largest error %.1f points", away, awayErr)
 	if awayErr > 2 {
 		t.Errorf("with the API server away the shares are %.1f points off, want ≤ 2", awayErr)
@@ -195,7 +200,9 @@ func TestAPIServerAway(t *testing.T) {
 		return tn.Status.CPUNanoseconds == counter(&last, "aw") && tn.Status.CPUNanoseconds >= counter(after, "aw") &&
 			tn.Status.CostMicros == tn.Status.CPUNanoseconds/1_000_000
 	}
-	for deadline := time.Now().Add(60 * time.Second); !accrued(); time.Sleep(100 * time.Millisecond) {
+	// The controller's informers come back after their backoff: up to 30 s,
+	// doubled by jitter, after an outage of over a minute.
+	for deadline := time.Now().Add(2 * time.Minute); !accrued(); time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the controller accrued %d ns (cost %d micro-units) for aw; the latest report says %d ns, the first after the outage %d ns",
 				tn.Status.CPUNanoseconds, tn.Status.CostMicros, counter(&last, "aw"), counter(after, "aw"))
