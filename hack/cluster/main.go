@@ -28,7 +28,11 @@ func main() {
 		flag.PrintDefaults()
 	}
 	flag.Parse()
-	if flag.NArg() < 1 || (flag.Arg(0) == "restart") != (flag.NArg() == 2) || flag.NArg() > 2 {
+	args := 1 // the command
+	if flag.Arg(0) == "restart" {
+		args = 2 // and the component
+	}
+	if flag.NArg() != args {
 		flag.Usage()
 		os.Exit(2)
 	}

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <dirent.h>
 
+#include "measure.h"
 #include "weight.h"
 
 #define MAX_GANG 64
@@ -132,29 +133,6 @@ static int gang_tids(struct gang *g, pid_t *tids, int max)
 	}
 	closedir(d);
 	return n;
-}
-
-static double process_cpu(pid_t pid)
-{
-	unsigned long utime = 0, stime = 0;
-	char path[64], buf[1024], *p;
-	FILE *f;
-	int i;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	if (!fgets(buf, sizeof(buf), f)) {
-		fclose(f);
-		return 0;
-	}
-	fclose(f);
-	p = strrchr(buf, ')') + 2;
-	for (i = 0; i < 11; i++)	/* to field 14, utime */
-		p = strchr(p, ' ') + 1;
-	sscanf(p, "%lu %lu", &utime, &stime);
-	return (double)(utime + stime) / sysconf(_SC_CLK_TCK);
 }
 
 /* Each gang's share, in percent, of the CPU the gangs used over seconds. */

@@ -28,29 +28,8 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "measure.h"
 #include "weight.h"
-
-static const int prio_to_weight[40] = {
-	88761, 71755, 56483, 46273, 36291, 29154, 23254, 18705, 14949, 11916,
-	9548, 7620, 6100, 4904, 3906, 3121, 2501, 1991, 1586, 1277,
-	1024, 820, 655, 526, 423, 335, 272, 215, 172, 137,
-	110, 87, 70, 56, 45, 36, 29, 23, 18, 15,
-};
-
-static int nearest_nice(double w)
-{
-	int best = 0, i;
-	double err = 1e300;
-
-	for (i = 0; i < 40; i++) {
-		double e = fabs(log(prio_to_weight[i] / w));
-		if (e < err) {
-			err = e;
-			best = i;
-		}
-	}
-	return best - 20;
-}
 
 /* The process weight in units of nice 0 (S0_SCALE in the environment). */
 static double scale = 1;
@@ -149,29 +128,6 @@ static void child(const char *mode, int n, double per_process_work, int go_fd)
 	for (i = 0; i < n; i++)
 		pthread_join(t[i], NULL);
 	_exit(0);
-}
-
-static double process_cpu(pid_t pid)
-{
-	char path[64];
-	unsigned long utime, stime;
-	FILE *f;
-	int i;
-	char buf[1024], *p;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = fopen(path, "r");
-	if (!f || !fgets(buf, sizeof(buf), f)) {
-		if (f)
-			fclose(f);
-		return 0;
-	}
-	fclose(f);
-	p = strrchr(buf, ')') + 2;
-	for (i = 0; i < 11; i++)	/* skip to field 14 (utime) */
-		p = strchr(p, ' ') + 1;
-	sscanf(p, "%lu %lu", &utime, &stime);
-	return (double)(utime + stime) / sysconf(_SC_CLK_TCK);
 }
 
 /* Starts A, B and C; returns when all their threads are ready, then goes. */

@@ -20,33 +20,10 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 
+#include "measure.h"
 #include "weight.h"
 
 #define THREADS 6
-
-static const int prio_to_weight[40] = {
-	88761, 71755, 56483, 46273, 36291, 29154, 23254, 18705, 14949, 11916,
-	9548, 7620, 6100, 4904, 3906, 3121, 2501, 1991, 1586, 1277,
-	1024, 820, 655, 526, 423, 335, 272, 215, 172, 137,
-	110, 87, 70, 56, 45, 36, 29, 23, 18, 15,
-};
-
-/* The nice level whose weight comes closest to n times nice 0's. */
-static int nearest_nice(double n)
-{
-	double err = 1e300;
-	int i, best = 0;
-
-	for (i = 0; i < 40; i++) {
-		double e = fabs(log(prio_to_weight[i] / (1024 * n)));
-
-		if (e < err) {
-			err = e;
-			best = i - 20;
-		}
-	}
-	return best;
-}
 
 static void *spin(void *arg)
 {
@@ -80,29 +57,6 @@ static pid_t process(const char *mode, double weight, int nice)
 		pause();
 }
 
-static double process_cpu(pid_t pid)
-{
-	unsigned long utime = 0, stime = 0;
-	char path[64], buf[1024], *p;
-	FILE *f;
-	int i;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	if (!fgets(buf, sizeof(buf), f)) {
-		fclose(f);
-		return 0;
-	}
-	fclose(f);
-	p = strrchr(buf, ')') + 2;
-	for (i = 0; i < 11; i++)	/* to field 14, utime */
-		p = strchr(p, ' ') + 1;
-	sscanf(p, "%lu %lu", &utime, &stime);
-	return (double)(utime + stime) / sysconf(_SC_CLK_TCK);
-}
-
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "stock";
@@ -121,7 +75,7 @@ int main(int argc, char **argv)
 		int j;
 
 		pid[0] = process(mode, 1, 0);
-		pid[1] = process(mode, n, nearest_nice(n));
+		pid[1] = process(mode, n, nearest_nice(1024 * n));
 		sleep(1);
 		for (j = 0; j < 2; j++)
 			before[j] = process_cpu(pid[j]);

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"path"
 	"sort"
@@ -492,11 +493,7 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	}
 	res, err := a.cgroups.Apply(plan)
 	errs = append(errs, err)
-	all := make([]string, 0, len(cgroups))
-	for cg := range cgroups {
-		all = append(all, cg)
-	}
-	repaired, err := a.cgroups.RepairBurstable(all)
+	repaired, err := a.cgroups.RepairBurstable(maps.Keys(cgroups))
 	errs = append(errs, err)
 	if repaired {
 		a.log.Info("kubelet left the Burstable QoS cgroup at its start-up weight; wrote the sum of its pods' weights, as kubelet will at its next QoS update")

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"path/filepath"
 	"sync"
@@ -24,6 +25,9 @@ type Backend struct {
 	mu sync.Mutex
 	// state is persisted in stateDir as JSON after every change.
 	state backendState
+	// burstableHealthy is the Burstable QoS weight (native units) last found
+	// or made healthy by RepairBurstable, which only the agent's loop calls.
+	burstableHealthy uint64
 }
 
 type backendState struct {
@@ -208,10 +212,22 @@ const BurstableDir = KubepodsDir + "/burstable"
 // Burstable pods, a pod with no CPU request counting 0 as in kubelet — and
 // only when the QoS weight is below half of it, which kubelet's own value
 // never is (it raises the QoS weight before it creates a pod's cgroup).
+// For the same reason a value found healthy stays so until it changes: the
+// pods are summed only then, and a steady period costs one read.
 // It reports whether it wrote.
-func (b *Backend) RepairBurstable(podCgroups []string) (bool, error) {
+func (b *Backend) RepairBurstable(podCgroups iter.Seq[string]) (bool, error) {
+	have, err := b.h.ReadWeight(BurstableDir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+		return false, err
+	}
+	if have == b.burstableHealthy {
+		return false, nil
+	}
 	var want uint64
-	for _, cg := range podCgroups {
+	for cg := range podCgroups {
 		if filepath.Dir(cg) != BurstableDir {
 			continue
 		}
@@ -222,20 +238,16 @@ func (b *Backend) RepairBurstable(podCgroups []string) (bool, error) {
 		want += shares
 	}
 	if want == 0 {
-		return false, nil
-	}
-	have, err := b.h.ReadWeight(BurstableDir)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return false, nil
-		}
-		return false, err
+		return false, nil // kubelet's 2 is right with no requests to sum
 	}
 	if b.h.Shares(have)*2 >= want {
+		b.burstableHealthy = have
 		return false, nil
 	}
-	if err := b.h.WriteWeight(BurstableDir, b.h.Native(want)); err != nil {
+	native := b.h.Native(want)
+	if err := b.h.WriteWeight(BurstableDir, native); err != nil {
 		return false, fmt.Errorf("repairing %s: %w", BurstableDir, err)
 	}
+	b.burstableHealthy = native
 	return true, nil
 }

@@ -259,17 +259,17 @@ func TestRepairBurstable(t *testing.T) {
 		sum := h.Native(2 * perPod) // poda and podb only
 
 		setQoS(h.Native(fairness.MinShares)) // kubelet just started
-		if ok, err := b.RepairBurstable(pods); !ok || err != nil {
+		if ok, err := b.RepairBurstable(slices.Values(pods)); !ok || err != nil {
 			t.Fatalf("repair = %v, %v; want a write", ok, err)
 		}
 		if got := fileValue(t, root, h, BurstableDir); got != fmt.Sprint(sum) {
 			t.Fatalf("Burstable holds %s, want the pods' sum %d", got, sum)
 		}
-		if ok, _ := b.RepairBurstable(pods); ok {
+		if ok, _ := b.RepairBurstable(slices.Values(pods)); ok {
 			t.Fatal("a repaired QoS weight was written again")
 		}
 		setQoS(sum - 1) // kubelet's own update, rounded differently
-		if ok, _ := b.RepairBurstable(pods); ok {
+		if ok, _ := b.RepairBurstable(slices.Values(pods)); ok {
 			t.Fatal("kubelet's own sum was overwritten")
 		}
 
@@ -278,14 +278,14 @@ func TestRepairBurstable(t *testing.T) {
 			t.Fatal(err)
 		}
 		setQoS(h.Native(fairness.MinShares))
-		if ok, err := b.RepairBurstable(pods); !ok || err != nil {
+		if ok, err := b.RepairBurstable(slices.Values(pods)); !ok || err != nil {
 			t.Fatalf("repair = %v, %v; want a write", ok, err)
 		}
 		if got := fileValue(t, root, h, BurstableDir); got != fmt.Sprint(h.Native(perPod)) {
 			t.Fatalf("Burstable holds %s, want poda's %d alone", got, h.Native(perPod))
 		}
 		// No Burstable pod with a request: nothing to repair.
-		if ok, err := b.RepairBurstable(pods[2:]); ok || err != nil {
+		if ok, err := b.RepairBurstable(slices.Values(pods[2:])); ok || err != nil {
 			t.Fatalf("repair with no Burstable pods = %v, %v", ok, err)
 		}
 	})
