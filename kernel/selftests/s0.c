@@ -8,8 +8,10 @@
  *   pfs     the kernel's PFS mode, process weight 1024
  *   twrs    the kernel's TWRS mode, process weight 1024
  * Two runs per k:
- *   shares       the threads spin; after 3 s, each process's share, the
- *                median of three 3-s windows
+ *   shares       the threads spin; after two rounds (at least 3 s), each
+ *                process's share, the median of three windows of five
+ *                rounds (at least 3 s; 12 s at k = 200), a round being
+ *                how long C's threads take to run once each
  *   fixed work   each process has 1 s of CPU work split among its threads
  *                (S0_WORK seconds in the environment); per process, the
  *                turnaround (start to last thread done) and the waiting
@@ -18,6 +20,7 @@
  * Usage: s0 <mode> <k>...
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
@@ -130,6 +133,39 @@ static void child(const char *mode, int n, double per_process_work, int go_fd)
 	_exit(0);
 }
 
+/*
+ * The weights a process's spinning threads have now (not its main thread,
+ * asleep in pthread_join()), from sched_getweight(): "S0T" with how many,
+ * the least, the most and their sum. Silent where the call is missing.
+ */
+static void thread_weights(const char *mode, int k, int w, int j, pid_t pid)
+{
+	char path[64];
+	long lo = -1, hi = 0, sum = 0, v;
+	int n = 0;
+	DIR *d;
+	struct dirent *e;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	d = opendir(path);
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.' || atoi(e->d_name) == pid)
+			continue;
+		v = getweight(atoi(e->d_name), 0);
+		if (v < 0)
+			continue;
+		lo = lo < 0 || v < lo ? v : lo;
+		hi = v > hi ? v : hi;
+		sum += v;
+		n++;
+	}
+	closedir(d);
+	if (n)
+		printf("S0T %-6s %3d %d %c threads %d weights %ld..%ld sum %ld\n", mode, k, w, 'A' + j, n, lo, hi, sum);
+}
+
 /* Starts A, B and C; returns when all their threads are ready, then goes. */
 static double start(const char *mode, const int *n, double per_process_work, pid_t *pid)
 {
@@ -158,29 +194,38 @@ static int by_value(const void *a, const void *b)
 }
 
 /*
+ * How long C's k threads take to run once each: one 4-ms tick apiece
+ * (HZ=250) while C has a third of CPU 0. The mode's weights settle within
+ * the first round (a thread counts from its first pick), and C's threads
+ * are served in bursts about a round long: with 200 threads one-second
+ * windows swing between 10 and 57 % around a mean of a third, so a window
+ * must span several rounds.
+ */
+static double round_s(int k)
+{
+	return k * 0.004 * 3;
+}
+
+/*
  * Spinning threads: each process's share of CPU 0 in percent, the median of
- * WINDOWS windows of 3 s (each window printed as "S0W ..."): a window in
- * which the host stole the guest's CPU does not decide the row.
+ * WINDOWS windows of five rounds, at least 3 s each (each window printed as
+ * "S0W ...", the weights the kernel gave each process's threads as "S0T"):
+ * a window in which the host stole the guest's CPU does not decide the row.
  */
 #define WINDOWS 3
 static void shares(const char *mode, int k, const int *n, double *share)
 {
 	double before[3], got[3][WINDOWS], total;
+	double window = fmax(3, 5 * round_s(k));
 	pid_t pid[3];
 	int j, w;
 
 	start(mode, n, 0, pid);
-	/*
-	 * Steady state: all threads start at once, and with 200 of them one
-	 * round of CPU 0 in 4-ms ticks takes almost a second; the kernel's
-	 * modes count a thread from its first pick, so their weights settle
-	 * within a round or two.
-	 */
-	sleep(3);
+	usleep(fmax(3, 2 * round_s(k)) * 1e6);	/* steady state */
 	for (w = 0; w < WINDOWS; w++) {
 		for (j = 0; j < 3; j++)
 			before[j] = process_cpu(pid[j]);
-		sleep(3);
+		usleep(window * 1e6);
 		total = 0;
 		for (j = 0; j < 3; j++) {
 			got[j][w] = process_cpu(pid[j]) - before[j];
@@ -189,6 +234,8 @@ static void shares(const char *mode, int k, const int *n, double *share)
 		for (j = 0; j < 3; j++)
 			got[j][w] = 100 * got[j][w] / total;
 		printf("S0W %-6s %3d %d %5.1f %5.1f %5.1f\n", mode, k, w, got[0][w], got[1][w], got[2][w]);
+		for (j = 0; j < 3; j++)
+			thread_weights(mode, k, w, j, pid[j]);
 	}
 	for (j = 0; j < 3; j++) {
 		qsort(got[j], WINDOWS, sizeof(double), by_value);
