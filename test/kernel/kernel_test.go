@@ -141,6 +141,30 @@ echo KUBEFAIR-GUEST-DONE
 reboot -f
 `
 
+// TestSeriesPassesCheckpatch runs the kernel's own scripts/checkpatch.pl,
+// from the pinned source `make kernel` unpacked, over every patch of the
+// series: no errors and no warnings.
+func TestSeriesPassesCheckpatch(t *testing.T) {
+	checkpatch := filepath.Join(kubeapi.CacheDir(), "kernel", "linux-6.12-src", "scripts", "checkpatch.pl")
+	if _, err := os.Stat(checkpatch); err != nil {
+		t.Fatalf("no kernel source at %s: run `make kernel`", filepath.Dir(filepath.Dir(checkpatch)))
+	}
+	series, err := os.ReadFile(filepath.Join(kubeapi.RepoRoot(), "kernel", "series"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	patches := strings.Fields(string(series))
+	if len(patches) == 0 {
+		t.Fatal("kernel/series lists no patches")
+	}
+	for _, patch := range patches {
+		cmd := exec.Command(checkpatch, "--no-tree", "--quiet", filepath.Join(kubeapi.RepoRoot(), "kernel", "patches", patch))
+		if out, err := cmd.CombinedOutput(); err != nil || len(out) > 0 {
+			t.Errorf("checkpatch.pl %s: %v\n%s", patch, err, out)
+		}
+	}
+}
+
 // TestSyscallInPatchedKernel runs every selftest in the patched kernel.
 func TestSyscallInPatchedKernel(t *testing.T) {
 	test := compile(t, "sched_weight_test.c")
