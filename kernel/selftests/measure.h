@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * What the guest experiments share for measuring: a process's CPU time, and
- * the kernel's nice-to-weight table with the nice level nearest a weight.
+ * What the guest experiments share for measuring: a process's CPU time and
+ * threads, and the kernel's nice-to-weight table with the nice level nearest
+ * a weight.
  */
 #ifndef KUBEFAIR_MEASURE_H
 #define KUBEFAIR_MEASURE_H
 
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -59,6 +62,31 @@ static inline double process_cpu(pid_t pid)
 		p = strchr(p, ' ') + 1;
 	sscanf(p, "%lu %lu", &utime, &stime);
 	return (double)(utime + stime) / sysconf(_SC_CLK_TCK);
+}
+
+/*
+ * The threads of process @pid other than its main thread (in the guest
+ * programs, asleep while the others work), at most @max; returns how many.
+ */
+static inline int process_threads(pid_t pid, pid_t *tids, int max)
+{
+	char path[64];
+	struct dirent *e;
+	DIR *d;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	d = opendir(path);
+	if (!d)
+		return 0;
+	while ((e = readdir(d)) && n < max) {
+		pid_t tid = atoi(e->d_name);
+
+		if (tid > 0 && tid != pid)
+			tids[n++] = tid;
+	}
+	closedir(d);
+	return n;
 }
 
 #endif

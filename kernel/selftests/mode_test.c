@@ -18,7 +18,6 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
-#include <dirent.h>
 
 #include "measure.h"
 #include "weight.h"
@@ -113,28 +112,6 @@ static void gang_end(struct gang *g)
 	close(g->ctl);
 }
 
-/* The gang's spinning threads (all but the one blocked on the pipe). */
-static int gang_tids(struct gang *g, pid_t *tids, int max)
-{
-	char path[64];
-	struct dirent *e;
-	DIR *d;
-	int n = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", g->pid);
-	d = opendir(path);
-	if (!d)
-		return 0;
-	while ((e = readdir(d)) && n < max) {
-		pid_t tid = atoi(e->d_name);
-
-		if (tid > 0 && tid != g->pid)
-			tids[n++] = tid;
-	}
-	closedir(d);
-	return n;
-}
-
 /* Each gang's share, in percent, of the CPU the gangs used over seconds. */
 static void shares(struct gang *g, int n, int seconds, double *out)
 {
@@ -161,7 +138,7 @@ static int gang_weighs(struct gang *g, long want, long *got)
 	for (tries = 0; tries < 40; tries++) {
 		int all = 1;
 
-		n = gang_tids(g, tids, MAX_GANG);
+		n = process_threads(g->pid, tids, MAX_GANG);
 		for (i = 0; i < n; i++) {
 			*got = getweight(tids[i], 0);
 			if (*got != want)

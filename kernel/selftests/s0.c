@@ -20,7 +20,6 @@
  * Usage: s0 <mode> <k>...
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
@@ -140,20 +139,12 @@ static void child(const char *mode, int n, double per_process_work, int go_fd)
  */
 static void thread_weights(const char *mode, int k, int w, int j, pid_t pid)
 {
-	char path[64];
+	static pid_t tids[4096];
 	long lo = -1, hi = 0, sum = 0, v;
-	int n = 0;
-	DIR *d;
-	struct dirent *e;
+	int all = process_threads(pid, tids, 4096), i, n = 0;
 
-	snprintf(path, sizeof(path), "/proc/%d/task", pid);
-	d = opendir(path);
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.' || atoi(e->d_name) == pid)
-			continue;
-		v = getweight(atoi(e->d_name), 0);
+	for (i = 0; i < all; i++) {
+		v = getweight(tids[i], 0);
 		if (v < 0)
 			continue;
 		lo = lo < 0 || v < lo ? v : lo;
@@ -161,7 +152,6 @@ static void thread_weights(const char *mode, int k, int w, int j, pid_t pid)
 		sum += v;
 		n++;
 	}
-	closedir(d);
 	if (n)
 		printf("S0T %-6s %3d %d %c threads %d weights %ld..%ld sum %ld\n", mode, k, w, 'A' + j, n, lo, hi, sum);
 }

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,8 +21,13 @@ import (
 	"github.com/kubefair/kubefair/test/harness/kubeapi"
 )
 
+// cached is a path in build.sh's cache: the pinned source and the trees.
+func cached(elem ...string) string {
+	return filepath.Join(append([]string{kubeapi.CacheDir(), "kernel"}, elem...)...)
+}
+
 func bzImage(t *testing.T, flavour string) string {
-	p := filepath.Join(kubeapi.CacheDir(), "kernel", flavour, "arch", "x86", "boot", "bzImage")
+	p := cached(flavour, "arch", "x86", "boot", "bzImage")
 	if _, err := os.Stat(p); err != nil {
 		t.Fatalf("no %s kernel at %s: run `make kernel`", flavour, p)
 	}
@@ -145,11 +151,12 @@ reboot -f
 // from the pinned source `make kernel` unpacked, over every patch of the
 // series: no errors and no warnings.
 func TestSeriesPassesCheckpatch(t *testing.T) {
-	checkpatch := filepath.Join(kubeapi.CacheDir(), "kernel", "linux-6.12-src", "scripts", "checkpatch.pl")
+	checkpatch := cached("linux-6.12-src", "scripts", "checkpatch.pl")
 	if _, err := os.Stat(checkpatch); err != nil {
-		t.Fatalf("no kernel source at %s: run `make kernel`", filepath.Dir(filepath.Dir(checkpatch)))
+		t.Fatalf("no kernel source at %s: run `make kernel`", cached("linux-6.12-src"))
 	}
-	series, err := os.ReadFile(filepath.Join(kubeapi.RepoRoot(), "kernel", "series"))
+	kernelDir := filepath.Join(kubeapi.RepoRoot(), "kernel")
+	series, err := os.ReadFile(filepath.Join(kernelDir, "series"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +165,7 @@ func TestSeriesPassesCheckpatch(t *testing.T) {
 		t.Fatal("kernel/series lists no patches")
 	}
 	for _, patch := range patches {
-		cmd := exec.Command(checkpatch, "--no-tree", "--quiet", filepath.Join(kubeapi.RepoRoot(), "kernel", "patches", patch))
+		cmd := exec.Command(checkpatch, "--no-tree", "--quiet", filepath.Join(kernelDir, "patches", patch))
 		if out, err := cmd.CombinedOutput(); err != nil || len(out) > 0 {
 			t.Errorf("checkpatch.pl %s: %v\n%s", patch, err, out)
 		}
@@ -285,17 +292,16 @@ func twrsShares(k int) (a, b, c float64) {
 	return 100 * w[0] / sum, 100 * w[1] / sum, 100 * w[2] / sum
 }
 
+// s0CWeights matches s0.c's "S0T" line for process C: its weights' sum.
+var s0CWeights = regexp.MustCompile(`^S0T \S+ +\d+ \d+ C threads \d+ weights \d+\.\.\d+ sum (\d+)$`)
+
 func parseS0(kernel, console string) []s0Row {
 	var rows []s0Row
 	var cWeights []int
 	for _, line := range strings.Split(console, "\n") {
 		line = strings.TrimSpace(line)
-		var (
-			mode                 string
-			k, w, n, lo, hi, sum int
-			process              rune
-		)
-		if c, _ := fmt.Sscanf(line, "S0T %s %d %d %c threads %d weights %d..%d sum %d", &mode, &k, &w, &process, &n, &lo, &hi, &sum); c == 8 && process == 'C' {
+		if m := s0CWeights.FindStringSubmatch(line); m != nil {
+			sum, _ := strconv.Atoi(m[1])
 			cWeights = append(cWeights, sum)
 		}
 		r := s0Row{kernel: kernel}
