@@ -35,9 +35,11 @@ const (
 	// load balancer moves the tenants' 32 threads between placements that
 	// favour one tenant or another for seconds at a time: an 8-s window of
 	// the 1-pod tenant scatters by ±3 points around its mean, a 12-s one by
-	// ±2, and the median of seven such windows stays well inside the bound.
+	// ±2 (single windows up to ±5), and the median of seven such windows
+	// once missed by 2.06 points in CI (after kubelet restarted, the main
+	// phase of the same run 0.4): nine windows.
 	window  = 12 * time.Second
-	windows = 7
+	windows = 9
 	// settle is the time a fault is given before shares are measured again.
 	settle = 5 * time.Second
 )
