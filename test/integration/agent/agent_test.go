@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -202,11 +204,18 @@ func (w *world) newAgent(period time.Duration) (*agent.Agent, cache.Cache, conte
 		w.t.Fatal("agent cache did not sync")
 	}
 	a, err := agent.New(agent.Config{NodeName: node, Period: period, ReportPeriod: 2 * time.Second, ProcRoot: "/proc", CPUs: 2},
-		agent.Options{Hierarchy: h, Cgroups: backend, Source: w.source, Reader: c, Writer: w.k8s, Log: logf.Log.WithName("agent")})
+		agent.Options{Hierarchy: h, Cgroups: backend, Source: w.source, Reader: c, Writer: w.k8s, Log: w.log()})
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	return a, c, ctx, cancel
+}
+
+// log is the agent's logger: lines go to the test that ran the agent and are
+// printed only when it fails (or with -v), so a failure's message is not
+// buried under another test's expected errors.
+func (w *world) log() logr.Logger {
+	return testr.NewWithInterface(w.t, testr.Options{LogTimestamp: true}).WithName("agent")
 }
 
 // hierarchy is what the agent sees with --cgroup-root=/sys/fs/cgroup
