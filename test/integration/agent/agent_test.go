@@ -298,6 +298,11 @@ func (w *world) medianWindows(n int, window time.Duration, entitled map[string]f
 	return m.shares, m.err
 }
 
+// medianOf names what medianWindows(repeats, window, …) measured, for a table's title.
+func medianOf(window time.Duration) string {
+	return fmt.Sprintf("median of %d windows of %v, 2 CPUs", repeats, window)
+}
+
 // table prints stock and kubefair side by side from the same run.
 func (w *world) table(title string, entitled, stock, kubefair map[string]float64) string {
 	var b strings.Builder

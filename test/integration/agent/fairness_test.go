@@ -49,7 +49,7 @@ func runGreedy(w *world) greedy {
 	w.settle(entitled)
 	kf, kfErr := w.medianWindows(repeats, window, entitled)
 	g.kfErr = kfErr
-	g.report = w.table("weights 1:1:1 (median of 5 windows of 4 s, 2 CPUs)", entitled, stock, kf)
+	g.report = w.table("weights 1:1:1 ("+medianOf(window)+")", entitled, stock, kf)
 
 	// 1:2:4, stock measured in the same run with the agent stopped and
 	// kubelet's values restored, then kubefair again.
