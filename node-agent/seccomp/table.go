@@ -23,8 +23,8 @@ var Agent = []Group{
 		"arch_prctl", "prlimit64", "uname", "getrandom", "readlinkat",
 		"prctl", // the runtime names its anonymous mappings (PR_SET_VMA); the agent sets no_new_privs
 	}},
-	{"Go runtime, rare: a thread exits when a locked goroutine ends; memory returned to the kernel; clock reads when the clock source has no vDSO", []string{
-		"exit", "munmap", "clock_gettime",
+	{"Go runtime, rare: a thread exits when a locked goroutine ends; memory returned to the kernel; clock reads when the clock source has no vDSO; the kernel resuming a sleep a signal interrupted (seen under load)", []string{
+		"exit", "munmap", "clock_gettime", "restart_syscall",
 	}},
 	{"files: /proc (threads, schedstat, the ABI probe), cgroupfs (cpu.shares, cpuacct.usage, cgroup.procs), the state file (written then renamed)", []string{
 		"openat", "read", "pread64", "write", "close", "fstat", "newfstatat", "statfs", "getdents64", "fcntl", "renameat",
