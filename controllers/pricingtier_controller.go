@@ -42,7 +42,7 @@ func (r *PricingTierReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, nil
 	}
 	tier.Status = status
-	return ctrl.Result{}, client.IgnoreNotFound(r.Status().Update(ctx, &tier))
+	return ctrl.Result{}, ignoreLostRace(r.Status().Update(ctx, &tier))
 }
 
 // SetupWithManager requeues a tier when a tenant starts or stops using it

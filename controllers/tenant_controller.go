@@ -98,12 +98,23 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	r.recordTransitions(&tenant, &status, ns)
 	tenant.Status = status
 	if err := r.Status().Update(ctx, &tenant); err != nil {
-		// On a conflict the next attempt recomputes from fresh counters.
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return ctrl.Result{}, ignoreLostRace(err)
 	}
 	log.V(1).Info("status updated", "weight", status.EffectiveWeight, "namespaces", len(status.Namespaces),
 		"achieved", status.AchievedShare, "accruedNanoseconds", usage.addedNS)
 	return ctrl.Result{}, nil
+}
+
+// ignoreLostRace drops the errors of a status write that lost a race: the
+// object is gone, or the cache was behind the server (a conflict), in which
+// case the newer version's watch event brings the object back and that
+// attempt recomputes from fresh counters. Neither is worth an error log and
+// a backoff.
+func ignoreLostRace(err error) error {
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
 }
 
 // tierOf returns the tenant's PricingTier, nil when spec.tier names none.
