@@ -112,7 +112,7 @@ cluster-down: ## Stop the local cluster and leave the machine as it was.
 
 .PHONY: test
 test: tools verify $(TEST_PREREQS) ## Run every test suite (needs root for the node suites).
-	go test $(GO_TEST_FLAGS) -count=1 -timeout 45m -p 1 ./...
+	hack/go-test.sh $(GO_TEST_FLAGS) -count=1 -timeout 45m -p 1 ./...
 
 .PHONY: demo
 demo: tools cluster-binaries helm ## kubefair on a real local cluster: helm install, tenants, stock vs kubefair, `kubectl get tenants` (DEMO_FLAGS=-embedded without containers).

@@ -80,7 +80,7 @@ func runEmbedded(stockFor, kubefairFor time.Duration) error {
 	}
 
 	say("starting the kubefair controller")
-	stopController, err := api.RunController()
+	stopController, err := api.RunController(logf.Log)
 	if err != nil {
 		return err
 	}

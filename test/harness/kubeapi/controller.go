@@ -3,6 +3,7 @@ package kubeapi
 import (
 	"context"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -15,9 +16,10 @@ import (
 // RunController starts kubefair's controller against the server, wired as
 // its main wires it, and returns a function that stops it and waits. Each
 // call is a fresh controller process as far as the API can tell, which is
-// what restart tests need.
-func (s *Server) RunController() (stop func(), err error) {
+// what restart tests need. The controller logs to log.
+func (s *Server) RunController(log logr.Logger) (stop func(), err error) {
 	mgr, err := ctrl.NewManager(s.Config, ctrl.Options{
+		Logger:     log,
 		Scheme:     scheme.Scheme,
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},

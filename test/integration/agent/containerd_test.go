@@ -154,16 +154,13 @@ func TestRuncContainers(t *testing.T) {
 	checkDiscovered()
 
 	entitled := w.entitled(map[string]int32{"solo": 1, "quad": 1})
-	// A single 4-s window of this split swings up to 4 points as the
-	// scheduler migrates solo's two threads; 8-s ones stay within 1.4.
-	const runcWindow = 2 * window
-	stock, stockErr := w.medianWindows(repeats, runcWindow, entitled)
+	stock, stockErr := w.medianWindows(repeats, window, entitled)
 
 	w.source = src
 	w.startAgent(time.Second)
 	w.settle(entitled)
-	kf, kfErr := w.medianWindows(repeats, runcWindow, entitled)
-	fmt.Print(w.table("runc containers, weights 1:1 ("+medianOf(runcWindow)+")", entitled, stock, kf))
+	kf, kfErr := w.medianWindows(repeats, window, entitled)
+	fmt.Print(w.table("runc containers, weights 1:1 ("+medianOf()+")", entitled, stock, kf))
 	if kfErr > 2 {
 		t.Errorf("kubefair's largest error is %.1f points, want ≤ 2", kfErr)
 	}

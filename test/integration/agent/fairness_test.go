@@ -13,8 +13,11 @@ import (
 )
 
 const (
-	window  = 4 * time.Second // one measurement window
-	repeats = 5               // windows per figure; the median counts
+	// window is one measurement window. On 2 CPUs single 4-s windows of
+	// these splits swing up to 4 points as the scheduler migrates the
+	// threads, more under load from outside; 8-s ones stay within about 1.5.
+	window  = 8 * time.Second
+	repeats = 5 // windows per figure; the median counts
 )
 
 // greedy is the outcome of the greedy-tenants scenario: stock and kubefair
@@ -49,7 +52,7 @@ func runGreedy(w *world) greedy {
 	w.settle(entitled)
 	kf, kfErr := w.medianWindows(repeats, window, entitled)
 	g.kfErr = kfErr
-	g.report = w.table("weights 1:1:1 ("+medianOf(window)+")", entitled, stock, kf)
+	g.report = w.table("weights 1:1:1 ("+medianOf()+")", entitled, stock, kf)
 
 	// 1:2:4, stock measured in the same run with the agent stopped and
 	// kubelet's values restored, then kubefair again.

@@ -163,10 +163,10 @@ func TestAPIServerAway(t *testing.T) {
 	})
 	// aw is one 2-thread pod against six 1-thread ones: on 2 CPUs its share
 	// swings with the threads' placement more than the others', and the
-	// rewrite just undone disturbed the closed loop. Longer windows, more of
-	// them, after the loop has settled again; the bound stays 2 points.
+	// rewrite just undone disturbed the closed loop. More windows, after the
+	// loop has settled again; the bound stays 2 points.
 	w.settle(entitled)
-	away, awayErr := w.medianWindows(2*repeats-1, 2*window, entitled)
+	away, awayErr := w.medianWindows(2*repeats-1, window, entitled)
 	t.Logf("API server away: shares %v, largest error %.1f points", away, awayErr)
 	if awayErr > 2 {
 		t.Errorf("with the API server away the shares are %.1f points off, want ≤ 2", awayErr)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/testr"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -45,7 +46,8 @@ func TestMain(m *testing.M) {
 // stop is called.
 func startManager(t *testing.T) (stop func()) {
 	t.Helper()
-	stop, err := api.RunController()
+	// Errors only, printed with the test that failed.
+	stop, err := api.RunController(testr.New(t).WithName("controller").V(1))
 	if err != nil {
 		t.Fatal(err)
 	}
