@@ -22,7 +22,7 @@ import (
 // BenchmarkAgent prints what the agent costs on a node with 100 pods and
 // over 1000 threads, and the greedy scenario's steady-state error and
 // convergence, stock and kubefair side by side from the same run (root;
-// `make envtest` first; runs once, takes about six minutes):
+// `make envtest` first; runs once, takes about seven minutes):
 //
 //	go test -run '^$' -bench Agent ./test/integration/agent/
 func BenchmarkAgent(b *testing.B) {
