@@ -282,9 +282,9 @@ func maxErrorPoints(entitled, achieved map[string]float64) float64 {
 	return worst
 }
 
-// medianWindows measures n windows and returns the one with the median
-// largest error.
-func (w *world) medianWindows(n int, window time.Duration, entitled map[string]float64) (map[string]float64, float64) {
+// medianWindows measures n windows of the suite's length and returns the one
+// with the median largest error.
+func (w *world) medianWindows(n int, entitled map[string]float64) (map[string]float64, float64) {
 	type sample struct {
 		shares map[string]float64
 		err    float64
@@ -299,7 +299,7 @@ func (w *world) medianWindows(n int, window time.Duration, entitled map[string]f
 	return m.shares, m.err
 }
 
-// medianOf names what medianWindows(repeats, window, …) measured, for a table's title.
+// medianOf names what medianWindows(repeats, …) measured, for a table's title.
 func medianOf() string {
 	return fmt.Sprintf("median of %d windows of %v, 2 CPUs", repeats, window)
 }

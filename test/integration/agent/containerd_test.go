@@ -154,12 +154,12 @@ func TestRuncContainers(t *testing.T) {
 	checkDiscovered()
 
 	entitled := w.entitled(map[string]int32{"solo": 1, "quad": 1})
-	stock, stockErr := w.medianWindows(repeats, window, entitled)
+	stock, stockErr := w.medianWindows(repeats, entitled)
 
 	w.source = src
 	w.startAgent(time.Second)
 	w.settle(entitled)
-	kf, kfErr := w.medianWindows(repeats, window, entitled)
+	kf, kfErr := w.medianWindows(repeats, entitled)
 	fmt.Print(w.table("runc containers, weights 1:1 ("+medianOf()+")", entitled, stock, kf))
 	if kfErr > 2 {
 		t.Errorf("kubefair's largest error is %.1f points, want ≤ 2", kfErr)

@@ -45,12 +45,12 @@ func runGreedy(w *world) greedy {
 	var g greedy
 
 	// Stock first: kubelet's equal pod shares, no agent.
-	stock, stockErr := w.medianWindows(repeats, window, entitled)
+	stock, stockErr := w.medianWindows(repeats, entitled)
 	g.stockErr = stockErr
 
 	w.startAgent(time.Second)
 	w.settle(entitled)
-	kf, kfErr := w.medianWindows(repeats, window, entitled)
+	kf, kfErr := w.medianWindows(repeats, entitled)
 	g.kfErr = kfErr
 	g.report = w.table("weights 1:1:1 ("+medianOf()+")", entitled, stock, kf)
 
@@ -65,7 +65,7 @@ func runGreedy(w *world) greedy {
 			w.t.Fatalf("after restore %s has %d shares (%v), want kubelet's %d", cg, s, err, podcgroups.KubeletShares)
 		}
 	}
-	stockW, _ := w.medianWindows(repeats, window, entitledW)
+	stockW, _ := w.medianWindows(repeats, entitledW)
 	w.startAgent(time.Second)
 	w.settle(entitled)
 
@@ -82,7 +82,7 @@ func runGreedy(w *world) greedy {
 		convWeight = append(convWeight, w.converge(e))
 		w.settle(e)
 	}
-	kfW, kfWErr := w.medianWindows(repeats, window, entitledW)
+	kfW, kfWErr := w.medianWindows(repeats, entitledW)
 	g.kfWErr = kfWErr
 	g.report += w.table("weights 1:2:4", entitledW, stockW, kfW)
 
@@ -94,7 +94,7 @@ func runGreedy(w *world) greedy {
 		convPods = append(convPods, w.converge(entitledW))
 		w.settle(entitledW)
 	}
-	_, g.kfPErr = w.medianWindows(repeats, window, entitledW)
+	_, g.kfPErr = w.medianWindows(repeats, entitledW)
 	g.convWeight, g.convPods = median(convWeight), median(convPods)
 	g.report += fmt.Sprintf("\nconvergence (median of 5; stock never moves):\n"+
 		"%-12s %-26s %s\n%-12s %-26.1f %v\n%-12s %-26.1f %v\n",

@@ -166,7 +166,7 @@ func TestAPIServerAway(t *testing.T) {
 	// rewrite just undone disturbed the closed loop. More windows, after the
 	// loop has settled again; the bound stays 2 points.
 	w.settle(entitled)
-	away, awayErr := w.medianWindows(2*repeats-1, window, entitled)
+	away, awayErr := w.medianWindows(2*repeats-1, entitled)
 	t.Logf("API server away: shares %v, largest error %.1f points", away, awayErr)
 	if awayErr > 2 {
 		t.Errorf("with the API server away the shares are %.1f points off, want ≤ 2", awayErr)
