@@ -1,8 +1,8 @@
 # kubefair — build, test and demo. `make help` lists the targets.
 
 # Pins. Envtest and the local cluster share one cache of Kubernetes binaries.
-K8S_VERSION            ?= v1.34.1
-ETCD_VERSION           ?= v3.5.21
+K8S_VERSION            ?= v1.37.2
+ETCD_VERSION           ?= v3.6.16
 CONTROLLER_GEN_VERSION ?= v0.19.0
 HELM_VERSION           ?= v3.19.0
 

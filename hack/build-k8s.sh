@@ -6,8 +6,8 @@
 #   hack/build-k8s.sh etcd kube-apiserver [kube-controller-manager kube-scheduler kubelet kubectl]
 set -euo pipefail
 
-K8S_VERSION=${K8S_VERSION:-v1.34.1}
-ETCD_VERSION=${ETCD_VERSION:-v3.5.21}
+K8S_VERSION=${K8S_VERSION:-v1.37.2}
+ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 CACHE=${KUBEFAIR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubefair}
 BIN="$CACHE/k8s-$K8S_VERSION/bin"
 mkdir -p "$BIN"

@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
   # real container runtime for the agent and end-to-end tests
   containerd runc containernetworking-plugins iproute2 iptables
+  # building runc (cgo, libseccomp) and the cgroup v2 node's Debian image
+  libseccomp-dev debootstrap e2fsprogs openssh-client
   # tracing the agent's system calls (its seccomp allow-list)
   strace
   # kernel build and QEMU guests

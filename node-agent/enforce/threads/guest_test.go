@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -198,9 +199,23 @@ func testPFS(t *testing.T, b *Backend, writes int) {
 			t.Errorf("after Restore the process is still in mode %#x", m)
 		}
 	}
-	back := shareOfFirst(one.Process.Pid, eight.Process.Pid, 2*time.Second)
-	if back > 0.2 {
-		t.Errorf("after Restore the 1-thread process still gets %.1f%%", 100*back)
+	if b.Name() == "syscall" {
+		for _, tid := range append(oneThreads, eightThreads...) {
+			if w, err := getweight(tid, 0); err != nil || w != 1024 {
+				t.Errorf("after Restore thread %d weighs %d (%v), want its nice level's 1024", tid, w, err)
+			}
+		}
+	}
+	// The median of three windows: a single 2-s window right after Restore
+	// once read 33 % under TCG; the weights are checked exactly above.
+	var back []float64
+	for range 3 {
+		back = append(back, shareOfFirst(one.Process.Pid, eight.Process.Pid, 2*time.Second))
+	}
+	slices.Sort(back)
+	t.Logf("after Restore the 1-thread process gets %.1f%% (median of %.1f, %.1f, %.1f)", 100*back[1], 100*back[0], 100*back[1], 100*back[2])
+	if back[1] > 0.2 {
+		t.Errorf("after Restore the 1-thread process still gets %.1f%%", 100*back[1])
 	}
 }
 

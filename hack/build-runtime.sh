@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Builds the container runtime of kubefair's nodes from the Go module proxy
+# into a cache outside the repository, once per version: containerd 2.x
+# (containerd, containerd-shim-runc-v2, ctr) and runc. Used by the local
+# cluster's host node and baked into the cgroup v2 node's disk image.
+# Prints the bin directory.
+#
+#   hack/build-runtime.sh
+set -euo pipefail
+
+CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
+RUNC_VERSION=${RUNC_VERSION:-v1.5.2}
+CACHE=${KUBEFAIR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubefair}
+BIN="$CACHE/runtime-containerd-$CONTAINERD_VERSION-runc-$RUNC_VERSION/bin"
+mkdir -p "$BIN"
+# One build at a time: suites and image builds may ask concurrently.
+exec 9>"$BIN/.lock"
+flock 9
+
+log() { echo "build-runtime: $*" >&2; }
+
+# module <dir> <module@version>: a throwaway module that requires one module.
+module() {
+  mkdir -p "$1"
+  (cd "$1"
+   [ -f go.mod ] || { go mod init kubefair.local/runtime >/dev/null 2>&1; go mod edit -require="$2"; })
+}
+
+if [ ! -x "$BIN/containerd" ] || [ ! -x "$BIN/containerd-shim-runc-v2" ] || [ ! -x "$BIN/ctr" ]; then
+  log "building containerd $CONTAINERD_VERSION (a few minutes when cold)"
+  mod="$CACHE/src/containerd-$CONTAINERD_VERSION"
+  module "$mod" "github.com/containerd/containerd/v2@$CONTAINERD_VERSION"
+  ld="-s -w -X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION"
+  for c in containerd containerd-shim-runc-v2 ctr; do
+    # Static, without cgo: no btrfs snapshotter (it needs cgo), which
+    # kubefair's nodes do not use (overlayfs).
+    (cd "$mod" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "$ld" -o "$BIN/$c.tmp" "github.com/containerd/containerd/v2/cmd/$c")
+    mv "$BIN/$c.tmp" "$BIN/$c"
+  done
+fi
+
+if [ ! -x "$BIN/runc" ]; then
+  log "building runc $RUNC_VERSION"
+  mod="$CACHE/src/runc-$RUNC_VERSION"
+  module "$mod" "github.com/opencontainers/runc@$RUNC_VERSION"
+  # runc needs cgo (its nsenter is C) and libseccomp (Debian's
+  # libseccomp-dev); linked statically so that the same binary runs on the
+  # host and in the node's Debian image.
+  (cd "$mod" && CGO_ENABLED=1 GOFLAGS=-mod=mod go build -trimpath -tags "seccomp netgo osusergo urfave_cli_no_docs" \
+    -ldflags "-s -w -X main.version=${RUNC_VERSION#v} -extldflags -static" -o "$BIN/runc.tmp" github.com/opencontainers/runc)
+  mv "$BIN/runc.tmp" "$BIN/runc"
+fi
+echo "$BIN"
