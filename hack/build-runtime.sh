@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # Builds the container runtime of kubefair's nodes from the Go module proxy
 # into a cache outside the repository, once per version: containerd 2.x
-# (containerd, containerd-shim-runc-v2, ctr) and runc. Used by the local
-# cluster's host node and baked into the cgroup v2 node's disk image.
-# Prints the bin directory.
+# (containerd, containerd-shim-runc-v2, ctr), runc, and the CNI plugins the
+# nodes use (bridge, host-local, loopback). Used by the local cluster's host
+# node and baked into the cgroup v2 node's disk image. Prints the directory
+# that holds bin/ (the runtime) and cni/ (the plugins).
 #
 #   hack/build-runtime.sh
 set -euo pipefail
 
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
 RUNC_VERSION=${RUNC_VERSION:-v1.5.2}
+CNI_VERSION=${CNI_VERSION:-v1.10.0}
 CACHE=${KUBEFAIR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubefair}
-BIN="$CACHE/runtime-containerd-$CONTAINERD_VERSION-runc-$RUNC_VERSION/bin"
-mkdir -p "$BIN"
+OUT="$CACHE/runtime-containerd-$CONTAINERD_VERSION-runc-$RUNC_VERSION-cni-$CNI_VERSION"
+BIN="$OUT/bin"
+CNI="$OUT/cni"
+mkdir -p "$BIN" "$CNI"
 # One build at a time: suites and image builds may ask concurrently.
 exec 9>"$BIN/.lock"
 flock 9
@@ -50,4 +54,12 @@ if [ ! -x "$BIN/runc" ]; then
     -ldflags "-s -w -X main.version=${RUNC_VERSION#v} -extldflags -static" -o "$BIN/runc.tmp" github.com/opencontainers/runc)
   mv "$BIN/runc.tmp" "$BIN/runc"
 fi
-echo "$BIN"
+for p in main/bridge ipam/host-local main/loopback; do
+  [ -x "$CNI/${p#*/}" ] && continue
+  log "building the CNI plugin ${p#*/} $CNI_VERSION"
+  mod="$CACHE/src/cni-plugins-$CNI_VERSION"
+  module "$mod" "github.com/containernetworking/plugins@$CNI_VERSION"
+  (cd "$mod" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$CNI/${p#*/}.tmp" "github.com/containernetworking/plugins/plugins/$p")
+  mv "$CNI/${p#*/}.tmp" "$CNI/${p#*/}"
+done
+echo "$OUT"
