@@ -3,7 +3,7 @@
 # Pins. Envtest and the local cluster share one cache of Kubernetes binaries.
 K8S_VERSION            ?= v1.37.2
 ETCD_VERSION           ?= v3.6.16
-CONTROLLER_GEN_VERSION ?= v0.19.0
+CONTROLLER_GEN_VERSION ?= v0.23.0
 HELM_VERSION           ?= v3.19.0
 
 # Caches live outside the repository and are reused when present.

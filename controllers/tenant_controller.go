@@ -149,6 +149,8 @@ func (r *TenantReconciler) recordTransitions(t *kubefairv1.Tenant, next *kubefai
 			r.Recorder.Event(t, corev1.EventTypeWarning, kubefairv1.EventTierMissing, c.Message)
 		case c.Type == kubefairv1.ConditionDegraded && c.Reason == kubefairv1.ReasonNamespaceConflict && !was(c.Type, c.Reason):
 			r.Recorder.Event(t, corev1.EventTypeWarning, kubefairv1.EventNamespaceConflict, c.Message)
+		case c.Type == kubefairv1.ConditionDegraded && c.Reason == kubefairv1.ReasonPodsUnmeasured && !was(c.Type, c.Reason):
+			r.Recorder.Event(t, corev1.EventTypeWarning, kubefairv1.EventPodsUnmeasured, c.Message)
 		}
 	}
 	for i, n := range next.Nodes {
@@ -248,6 +250,9 @@ func (r *TenantReconciler) tenantsOfReport(ctx context.Context, o client.Object)
 	names := map[string]bool{}
 	for _, s := range report.Tenants {
 		names[s.Name] = true
+	}
+	for _, u := range report.Unmeasured {
+		names[u.Tenant] = true
 	}
 	r.byIndex(ctx, indexNode, report.Name, names)
 	return requests(names)

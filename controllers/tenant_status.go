@@ -141,7 +141,10 @@ func resolveNamespaces(t *kubefairv1.Tenant, tenants []kubefairv1.Tenant, namesp
 
 // usageResult is what the nodes' reports add up to for one tenant.
 type usageResult struct {
-	nodes          []kubefairv1.TenantNodeStatus
+	nodes []kubefairv1.TenantNodeStatus
+	// unmeasured says, per node whose agent cannot find some of the
+	// tenant's pods, how many and why.
+	unmeasured     []string
 	entitled       string
 	achieved       string
 	reportingNodes int
@@ -169,8 +172,16 @@ func aggregateReports(t *kubefairv1.Tenant, reports []kubefairv1.NodeShareReport
 			entry.CPUSeconds = prev.CPUSeconds
 		}
 		share := findShare(r, t.Name)
+		if n := findUnmeasured(r, t.Name); n > 0 {
+			entry.UnmeasuredPods = n
+			why := "its agent cannot find their cgroups"
+			if c := meta.FindStatusCondition(r.Conditions, kubefairv1.ConditionPodCgroupsFound); c != nil && c.Status == metav1.ConditionFalse {
+				why = c.Reason + ": " + c.Message
+			}
+			res.unmeasured = append(res.unmeasured, fmt.Sprintf("node %s runs %d pod(s) of this tenant that are neither enforced nor measured (%s)", r.Name, n, why))
+		}
 		if share == nil {
-			if len(entry.Counters) > 0 { // keep what was consumed, in case the tenant comes back
+			if len(entry.Counters) > 0 || entry.UnmeasuredPods > 0 { // keep what was consumed, in case the tenant comes back
 				res.nodes = append(res.nodes, entry)
 			}
 			continue
@@ -195,6 +206,15 @@ func aggregateReports(t *kubefairv1.Tenant, reports []kubefairv1.NodeShareReport
 		res.achieved = percent(achievedCPUs / float64(cpus))
 	}
 	return res
+}
+
+func findUnmeasured(r *kubefairv1.NodeShareReport, tenant string) int32 {
+	for _, u := range r.Unmeasured {
+		if u.Tenant == tenant {
+			return u.Pods
+		}
+	}
+	return 0
 }
 
 func findShare(r *kubefairv1.NodeShareReport, tenant string) *kubefairv1.TenantShare {
@@ -251,10 +271,14 @@ func setConditions(st *kubefairv1.TenantStatus, generation int64, tier tierResul
 	}
 	set(tier.condition)
 
-	if usage.reportingNodes > 0 {
+	switch {
+	case usage.reportingNodes > 0:
 		set(metav1.Condition{Type: kubefairv1.ConditionEnforced, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonReported,
 			Message: fmt.Sprintf("%d node(s) report enforcing this tenant", usage.reportingNodes)})
-	} else {
+	case len(usage.unmeasured) > 0:
+		set(metav1.Condition{Type: kubefairv1.ConditionEnforced, Status: metav1.ConditionFalse, Reason: kubefairv1.ReasonPodsUnmeasured,
+			Message: unmeasuredMessage(usage.unmeasured)})
+	default:
 		set(metav1.Condition{Type: kubefairv1.ConditionEnforced, Status: metav1.ConditionFalse, Reason: kubefairv1.ReasonAwaitingReports,
 			Message: "no node agent reports this tenant yet (no pods running, or no agent)"})
 	}
@@ -272,6 +296,9 @@ func setConditions(st *kubefairv1.TenantStatus, generation int64, tier tierResul
 	case len(ns.owned) == 0:
 		degraded = metav1.Condition{Type: kubefairv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonNoNamespaces,
 			Message: "no existing namespace matches spec.namespaces or spec.namespaceSelector"}
+	case len(usage.unmeasured) > 0:
+		degraded = metav1.Condition{Type: kubefairv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonPodsUnmeasured,
+			Message: unmeasuredMessage(usage.unmeasured)}
 	}
 	set(degraded)
 
@@ -281,6 +308,14 @@ func setConditions(st *kubefairv1.TenantStatus, generation int64, tier tierResul
 		ready = metav1.Condition{Type: kubefairv1.ConditionReady, Status: metav1.ConditionFalse, Reason: degraded.Reason, Message: degraded.Message}
 	}
 	set(ready)
+}
+
+func unmeasuredMessage(nodes []string) string {
+	msg := nodes[0]
+	if len(nodes) > 1 {
+		msg += fmt.Sprintf("; and %d more node(s)", len(nodes)-1)
+	}
+	return msg
 }
 
 func conflictMessage(cs []conflict) string {

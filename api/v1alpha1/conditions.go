@@ -27,6 +27,30 @@ const (
 	ReasonAwaitingReports   = "AwaitingReports"
 	ReasonReported          = "Reported"
 	ReasonAsExpected        = "AsExpected"
+	// ReasonPodsUnmeasured: a node runs pods of the tenant whose cgroups
+	// its agent cannot find (see that node's PodCgroupsFound condition).
+	ReasonPodsUnmeasured = "PodsUnmeasured"
+)
+
+// Condition types set on a NodeShareReport.
+const (
+	// ConditionPodCgroupsFound is True when the agent finds kubelet's pod
+	// cgroups and a cgroup for every running pod of the node.
+	ConditionPodCgroupsFound = "PodCgroupsFound"
+)
+
+// Reasons of a NodeShareReport's PodCgroupsFound condition.
+const (
+	// ReasonLayoutFound: kubepods is where the agent looks, and every
+	// running pod has its cgroup there.
+	ReasonLayoutFound = "LayoutFound"
+	// ReasonLayoutNotFound: no kubepods cgroup where the agent looks (the
+	// message names the directories): wrong --kubelet-cgroup-root or
+	// --cgroup-driver, or kubelet not started.
+	ReasonLayoutNotFound = "LayoutNotFound"
+	// ReasonPodCgroupsMissing: kubepods is there, but running pods have no
+	// cgroup the agent recognises in it (an unknown layout or runtime).
+	ReasonPodCgroupsMissing = "PodCgroupsMissing"
 )
 
 // Event reasons emitted on Tenants.
@@ -34,4 +58,5 @@ const (
 	EventNamespaceConflict = "NamespaceConflict"
 	EventTierMissing       = "TierMissing"
 	EventCounterReset      = "AgentRestarted"
+	EventPodsUnmeasured    = "PodsUnmeasured"
 )

@@ -40,12 +40,25 @@ type TenantShare struct {
 	CPUNanoseconds int64 `json:"cpuNanoseconds"`
 }
 
+// UnmeasuredPods counts one tenant's running pods on the node whose
+// cgroups the agent could not find: they are neither enforced nor
+// measured (nor billed) until it can.
+type UnmeasuredPods struct {
+	// Tenant is the Tenant's name.
+	// +required
+	Tenant string `json:"tenant"`
+	// Pods is how many of its running pods have no cgroup the agent found.
+	// +kubebuilder:validation:Minimum=1
+	Pods int32 `json:"pods"`
+}
+
 // NodeShareReport is one node's measurement of the tenants it runs. Its name
 // is the node's name, and only that node's agent writes it.
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=nsr
 // +kubebuilder:printcolumn:name="BACKEND",type=string,JSONPath=`.backend`
 // +kubebuilder:printcolumn:name="CPUS",type=integer,JSONPath=`.cpus`
+// +kubebuilder:printcolumn:name="PODS-FOUND",type=string,JSONPath=`.conditions[?(@.type=="PodCgroupsFound")].status`
 // +kubebuilder:printcolumn:name="ERROR-POINTS",type=number,JSONPath=`.fairnessErrorPoints`
 // +kubebuilder:printcolumn:name="JAIN",type=number,JSONPath=`.jainIndex`
 // +kubebuilder:printcolumn:name="OBSERVED",type=date,JSONPath=`.observedTime`
@@ -88,6 +101,17 @@ type NodeShareReport struct {
 	// +listMapKey=name
 	// +optional
 	Tenants []TenantShare `json:"tenants,omitempty"`
+	// Unmeasured are the tenants with running pods on the node whose
+	// cgroups the agent could not find, sorted by tenant.
+	// +listType=map
+	// +listMapKey=tenant
+	// +optional
+	Unmeasured []UnmeasuredPods `json:"unmeasured,omitempty"`
+	// Conditions: PodCgroupsFound.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // NodeShareReportList is a list of NodeShareReports.

@@ -105,6 +105,10 @@ type TenantNodeStatus struct {
 	// +kubebuilder:validation:MaxItems=4
 	// +optional
 	Counters []ConsumedCounter `json:"counters,omitempty"`
+	// UnmeasuredPods are the tenant's running pods on this node whose
+	// cgroups the node's agent cannot find: neither enforced nor billed.
+	// +optional
+	UnmeasuredPods int32 `json:"unmeasuredPods,omitempty"`
 }
 
 // ConsumedCounter is the last cumulative CPU counter consumed from one agent boot.

@@ -20,6 +20,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -58,6 +59,7 @@ type Agent struct {
 	bootID   string
 	metrics  *Metrics
 	lastStep time.Time
+	found    podsFound
 
 	pods map[string]*podState // by pod cgroup
 	// The closed loops: over the tenants, and over each tenant's workloads.
@@ -98,6 +100,10 @@ type podState struct {
 	// The pod's figures in the last step, for its workload's closed loop.
 	cpu        time.Duration
 	backlogged bool
+	// stall is the pod's cpu.pressure total at the last period (stallSeen:
+	// the kernel has one).
+	stall     uint64
+	stallSeen bool
 	// pids are the containers' processes, read again every
 	// procsRefreshPeriods busy periods (pidsAge counts them).
 	pids    []int
@@ -147,9 +153,20 @@ type Step struct {
 	Tenants []TenantStep
 	Plan    enforce.Plan
 	Result  enforce.Result
+	// Scales are the factors the cgroup backend multiplied each QoS
+	// cgroup's pod weights by (the plan's and pods of no tenant alike),
+	// by parent cgroup; absent means 1.
+	Scales map[string]uint64
 	// RepairedBurstable: the step undid kubelet's start-up weight of the
 	// Burstable QoS cgroup (cgroupfs.Backend.RepairBurstable).
 	RepairedBurstable bool
+	// PodCgroupsFound tells whether the node's running pods' cgroups were
+	// found; UnmeasuredPods counts the running pods without one (of
+	// RunningPods), Unmeasured those of each tenant.
+	PodCgroupsFound metav1.Condition
+	Unmeasured      map[string]int32
+	UnmeasuredPods  int
+	RunningPods     int
 }
 
 // Options are the agent's collaborators.
@@ -301,6 +318,10 @@ func (a *Agent) podCgroups(ctx context.Context) (map[string]*podRef, error) {
 		a.log.V(1).Info("container runtime unavailable, walking the cgroup tree", "error", err.Error())
 	}
 	pods, err := a.hier.Pods()
+	var notFound *cgroupfs.LayoutNotFoundError
+	if errors.As(err, &notFound) {
+		return out, nil // none to enforce; the PodCgroupsFound condition says why
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -340,6 +361,7 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	for _, ref := range cgroups {
 		discovered[ref.uid] = true
 	}
+	running := map[string]*corev1.Pod{}
 	for i := range podList.Items {
 		p := &podList.Items[i]
 		if p.Spec.NodeName != a.cfg.NodeName {
@@ -349,6 +371,18 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		if !discovered[string(p.UID)] && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 			a.relist = true // a pod whose containers are not (yet) known: ask the runtime again
 		}
+		if p.Status.Phase == corev1.PodRunning {
+			running[string(p.UID)] = p
+		}
+	}
+	found, news := a.found.update(a.hier, running, discovered, func(p *corev1.Pod) (string, bool) {
+		m, ok := classify(p, tenants.Items)
+		return m.tenant, ok
+	}, now)
+	if news && found.Status == metav1.ConditionTrue {
+		a.log.Info("found the pods' cgroups", "reason", found.Reason, "message", found.Message)
+	} else if news {
+		a.log.Error(errors.New(found.Message), "pods without a cgroup the agent can find: not enforced, not measured", "reason", found.Reason)
 	}
 
 	// Classify and measure every pod cgroup that belongs to a tenant.
@@ -474,9 +508,8 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 			a.workloadLoops[n] = wl
 		}
 		for ps, w := range splitTenant(group[i]/groupSum, acc[n].pods, wl, dt, a.cfg.Period) {
-			shares := uint64(math.Round(w * budget))
 			plan.Pods = append(plan.Pods, enforce.Pod{UID: ps.uid, Tenant: n, Cgroup: ps.cgroup,
-				Shares: min(max(shares, fairness.MinShares), fairness.MaxShares), ThreadPolicy: ps.member.policy,
+				Weight: w * budget, ThreadPolicy: ps.member.policy,
 				Processes: append([]enforce.Process(nil), ps.processes...)})
 		}
 	}
@@ -510,7 +543,8 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	a.procs.sweep()
 	a.hier.Sweep()
 
-	step := Step{Time: now, Window: dt, Plan: plan, Result: res, RepairedBurstable: repaired}
+	step := Step{Time: now, Window: dt, Plan: plan, Result: res, RepairedBurstable: repaired, Scales: a.cgroups.Scales(),
+		PodCgroupsFound: found, Unmeasured: a.found.unmeasured, UnmeasuredPods: a.found.count, RunningPods: a.found.total}
 	for _, n := range names {
 		step.Tenants = append(step.Tenants, acc[n].step)
 	}
@@ -544,23 +578,21 @@ func (a *Agent) leftToTenants(tenantsCPU, dt time.Duration) float64 {
 	return math.Min(1, math.Max(0, 1-others/float64(a.cfg.CPUs)))
 }
 
-// minPodShares keeps enough resolution to split a budget when kubelet's
-// values are tiny (a BestEffort pod has 2 shares).
-const minPodShares = 32
-
 // podWeightBudget is the total weight kubefair splits among the tenants'
-// pods: what kubelet gave those pods (their requests), so that kubefair
-// moves weight between tenants without changing what tenants' pods
-// together weigh against everything else in their QoS cgroup — kubefair's
-// own agent and controller, system pods, pods of no tenant.
+// pods, in the node's native units: what kubelet gave those pods (their
+// requests), so that kubefair moves weight between tenants without
+// changing what tenants' pods together weigh against everything else in
+// their QoS cgroup — kubefair's own agent and controller, system pods,
+// pods of no tenant. (The cgroup backend scales a QoS cgroup's weights
+// when they are too small to split finely.)
 func (a *Agent) podWeightBudget(pods []*podState) float64 {
 	var budget float64
 	for _, ps := range pods {
-		shares, err := a.cgroups.KubeletShares(ps.cgroup)
+		w, err := a.cgroups.KubeletWeight(ps.cgroup)
 		if err != nil {
-			shares = 1024 // vanished since measured; it gets nothing written anyway
+			continue // vanished since measured; it gets nothing written anyway
 		}
-		budget += float64(max(shares, minPodShares))
+		budget += float64(w)
 	}
 	return budget
 }
@@ -611,6 +643,15 @@ func (a *Agent) measure(ps *podState, containers []string, s *TenantStep, dt tim
 	active := map[int][]int{}
 	ps.cpu, ps.backlogged = 0, false
 	var wait time.Duration
+	// Waiting is the pod's CPU pressure stall time where the kernel keeps
+	// it (cgroup v2 with PSI: the time some thread of the pod was runnable
+	// and waiting, threads that exited meanwhile included), else the sum of
+	// its threads' waits from schedstat.
+	stall, psi, _ := a.hier.WaitNanoseconds(ps.cgroup)
+	if psi && ps.seen && ps.stallSeen && stall >= ps.stall {
+		wait = time.Duration(float64(stall-ps.stall) * scale)
+	}
+	ps.stall, ps.stallSeen = stall, psi
 	if ps.seen {
 		if usage >= ps.usage {
 			d := time.Duration(usage - ps.usage)
@@ -627,7 +668,9 @@ func (a *Agent) measure(ps *podState, containers []string, s *TenantStep, dt tim
 				continue
 			}
 			dRun, dWait := now.run-before.run, now.wait-before.wait
-			wait += time.Duration(float64(dWait) * scale)
+			if !psi {
+				wait += time.Duration(float64(dWait) * scale)
+			}
 			if dRun+dWait > 0 {
 				s.Threads++
 				active[owner[tid]] = append(active[owner[tid]], tid)

@@ -14,6 +14,8 @@ type Metrics struct {
 	errorPoints        prometheus.Gauge
 	writes, drift      prometheus.Counter
 	burstableRepairs   prometheus.Counter
+	unmeasured         prometheus.Gauge
+	running            prometheus.Gauge
 	loop               prometheus.Histogram
 }
 
@@ -32,10 +34,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Weights found changed by someone else and put back."}),
 		burstableRepairs: prometheus.NewCounter(prometheus.CounterOpts{Name: "kubefair_agent_burstable_repairs_total",
 			Help: "Times kubelet's start-up weight of the Burstable QoS cgroup was replaced by the sum of its pods' weights."}),
+		unmeasured: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kubefair_agent_unmeasured_pods",
+			Help: "Running pods of this node whose cgroups the agent cannot find (neither enforced nor measured); see the report's PodCgroupsFound condition."}),
+		running: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kubefair_agent_running_pods",
+			Help: "Running pods the API places on this node."}),
 		loop: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kubefair_agent_loop_seconds",
 			Help: "Time one period of the agent's loop took.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 	}
-	reg.MustRegister(m.entitled, m.achieved, m.errorPoints, m.writes, m.drift, m.burstableRepairs, m.loop)
+	reg.MustRegister(m.entitled, m.achieved, m.errorPoints, m.writes, m.drift, m.burstableRepairs, m.unmeasured, m.running, m.loop)
 	return m
 }
 
@@ -52,6 +58,8 @@ func (m *Metrics) observe(s Step, took time.Duration) {
 	m.errorPoints.Set(fairness.MaxErrorPoints(e, a, b))
 	m.writes.Add(float64(s.Result.Writes))
 	m.drift.Add(float64(s.Result.Drift))
+	m.unmeasured.Set(float64(s.UnmeasuredPods))
+	m.running.Set(float64(s.RunningPods))
 	if s.RepairedBurstable {
 		m.burstableRepairs.Inc()
 	}

@@ -134,6 +134,8 @@ func (a *Agent) buildReport(now time.Time) *kubefairv1.NodeShareReport {
 		}
 		r.Tenants = append(r.Tenants, share)
 	}
+	r.Unmeasured = a.found.unmeasuredList()
+	r.Conditions = append([]metav1.Condition(nil), a.found.conditions...)
 	r.FairnessErrorPoints = round4(fairness.MaxErrorPoints(entitled, achieved, backlogged))
 	r.JainIndex = round4(fairness.JainIndex(entitled, achieved))
 	return r

@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
+	"sort"
 	"sync"
 
 	"github.com/kubefair/kubefair/node-agent/enforce"
@@ -15,9 +19,17 @@ import (
 
 // Backend is the cgroup enforcement layer: it owns every pod cgroup weight
 // the agent writes. It writes only values that differ, counts and undoes
-// drift (someone else, usually kubelet on a resize, changed a value it set),
-// and remembers each pod's original value on disk so that a pod leaving its
-// tenant, an uninstall or an agent restart can put kubelet's value back.
+// drift (someone else — kubelet on a resize, systemd on a daemon-reload —
+// changed a value it set), and remembers each pod's original value on disk
+// so that a pod leaving its tenant, an uninstall or an agent restart can
+// put kubelet's value back.
+//
+// Weights keep their resolution by scale: kubelet's weights are small on
+// cgroup v2 (a 50m request is cpu.weight 2), too coarse to split among a
+// tenant's pods. So in each QoS cgroup the backend multiplies every pod's
+// weight by one factor — the tenants' planned weights and kubelet's
+// weights of the pods of no tenant alike —, which leaves every ratio
+// between siblings, and so every share, as planned.
 type Backend struct {
 	h        *Hierarchy
 	stateDir string
@@ -25,6 +37,9 @@ type Backend struct {
 	mu sync.Mutex
 	// state is persisted in stateDir as JSON after every change.
 	state backendState
+	// scale is each pod parent's factor on its pods' weights (a power of
+	// two, 1 when absent).
+	scale map[string]uint64
 	// burstableHealthy is the Burstable QoS weight (native units) last found
 	// or made healthy by RepairBurstable, which only the agent's loop calls.
 	burstableHealthy uint64
@@ -42,7 +57,7 @@ const stateFile = "cgroup-weights.json"
 // NewBackend loads what a previous run of the agent wrote, if anything.
 // stateDir "" keeps the state in memory only (unit tests).
 func NewBackend(h *Hierarchy, stateDir string) (*Backend, error) {
-	b := &Backend{h: h, stateDir: stateDir, state: backendState{Original: map[string]uint64{}, Written: map[string]uint64{}}}
+	b := &Backend{h: h, stateDir: stateDir, scale: map[string]uint64{}, state: backendState{Original: map[string]uint64{}, Written: map[string]uint64{}}}
 	if stateDir == "" {
 		return b, nil
 	}
@@ -68,58 +83,163 @@ func NewBackend(h *Hierarchy, stateDir string) (*Backend, error) {
 // Name is what the node's report shows.
 func (b *Backend) Name() string { return "cgroup" }
 
-// Apply writes each pod's weight when it differs from the plan by more
-// than 1 %.
+// resolution is the smallest weight, in native units, the scale aims to
+// give any pod: rounding it then moves its share by at most 0.5 %.
+const resolution = 100
+
+// Apply writes each pod's weight, scaled with its siblings', when it
+// differs from the one in place by more than 1 %.
 func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	layout, err := b.h.Layout()
+	if err != nil {
+		return enforce.Result{}, err
+	}
+	byParent := map[string][]enforce.Pod{}
+	var parents []string
+	for _, pod := range plan.Pods {
+		parent := path.Dir(pod.Cgroup)
+		if byParent[parent] == nil {
+			parents = append(parents, parent)
+		}
+		byParent[parent] = append(byParent[parent], pod)
+	}
+	sort.Strings(parents)
 	var res enforce.Result
 	var errs []error
 	changed := false
-	for _, pod := range plan.Pods {
-		want := b.h.Native(pod.Shares)
-		have, err := b.h.ReadWeight(pod.Cgroup)
-		if errors.Is(err, os.ErrNotExist) {
-			res.Vanished++
-			continue
-		}
+	for _, parent := range parents {
+		pods := byParent[parent]
+		others, err := b.othersIn(parent, pods)
 		if err != nil {
 			errs = append(errs, err)
-			continue
 		}
-		if _, known := b.state.Original[pod.Cgroup]; !known {
-			b.state.Original[pod.Cgroup] = have
-			changed = true
+		k := uint64(1)
+		if parent != layout.Kubepods { // Guaranteed pods' siblings are the QoS cgroups, kubelet's to weigh
+			k = b.rescale(parent, pods, others)
 		}
-		if last, ok := b.state.Written[pod.Cgroup]; ok && have != last {
-			// Someone else wrote: kubelet, on an in-place resize. Its new
-			// value is the one to give back when kubefair lets go.
-			res.Drift++
-			b.state.Original[pod.Cgroup] = have
-			changed = true
+		for _, pod := range pods {
+			want := uint64(math.Round(max(pod.Weight, 0) * float64(k)))
+			changed = b.set(pod.Cgroup, b.h.clampNative(want), &res, &errs) || changed
 		}
-		kept := have
-		if significant(have, want) {
-			if err := b.h.WriteWeight(pod.Cgroup, want); err != nil {
-				if errors.Is(err, os.ErrNotExist) {
-					res.Vanished++
-					continue
+		for cg, kubelet := range others {
+			if k == 1 {
+				if _, managed := b.state.Original[cg]; managed { // no longer scaled: kubelet's value back
+					changed = b.restore(cg, &errs) || changed
 				}
-				errs = append(errs, fmt.Errorf("writing %s: %w", pod.Cgroup, err))
 				continue
 			}
-			res.Writes++
-			kept = want
-		}
-		if last, ok := b.state.Written[pod.Cgroup]; !ok || last != kept {
-			b.state.Written[pod.Cgroup] = kept
-			changed = true
+			changed = b.set(cg, b.h.clampNative(kubelet*k), &res, &errs) || changed
 		}
 	}
 	if changed {
 		errs = append(errs, b.save())
 	}
 	return res, errors.Join(errs...)
+}
+
+// othersIn are the pod cgroups in parent that the plan does not weigh
+// (pods of no tenant), with kubelet's weight of each.
+func (b *Backend) othersIn(parent string, planned []enforce.Pod) (map[string]uint64, error) {
+	pods, err := b.h.PodsIn(parent)
+	if err != nil {
+		return nil, err
+	}
+	others := map[string]uint64{}
+	for _, p := range pods {
+		if slices.ContainsFunc(planned, func(q enforce.Pod) bool { return q.Cgroup == p.Path }) {
+			continue
+		}
+		if w, err := b.kubeletWeight(p.Path); err == nil {
+			others[p.Path] = w
+		}
+	}
+	return others, nil
+}
+
+// rescale is parent's factor for this period: the smallest power of two
+// that lifts its smallest weight to resolution, as far as its largest
+// stays in range. A factor in use is kept while the smallest weight stays
+// below four times resolution with it, so that weights moving a little do
+// not rewrite every sibling.
+func (b *Backend) rescale(parent string, planned []enforce.Pod, others map[string]uint64) uint64 {
+	lo, hi := math.Inf(1), 0.0
+	note := func(w float64) { lo, hi = min(lo, max(w, 1e-3)), max(hi, w) }
+	for _, p := range planned {
+		note(p.Weight)
+	}
+	for _, w := range others {
+		note(float64(w))
+	}
+	top := float64(b.h.maxNative())
+	k := max(b.scale[parent], 1)
+	if scaled := lo * float64(k); scaled < resolution || scaled >= 4*resolution || hi*float64(k) > top {
+		k = 1
+		for lo*float64(k) < resolution && hi*float64(2*k) <= top {
+			k *= 2
+		}
+	}
+	b.scale[parent] = k
+	return k
+}
+
+// Scales are the factors in use, by pod parent (those at 1 omitted).
+func (b *Backend) Scales() map[string]uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := map[string]uint64{}
+	for parent, k := range b.scale {
+		if k > 1 {
+			out[parent] = k
+		}
+	}
+	return out
+}
+
+// set makes one cgroup's weight want (native units), recording kubelet's
+// value before the first write and counting drift. It reports whether the
+// state changed.
+func (b *Backend) set(cgroup string, want uint64, res *enforce.Result, errs *[]error) (changed bool) {
+	have, err := b.h.ReadWeight(cgroup)
+	if errors.Is(err, os.ErrNotExist) {
+		res.Vanished++
+		return false
+	}
+	if err != nil {
+		*errs = append(*errs, err)
+		return false
+	}
+	if _, known := b.state.Original[cgroup]; !known {
+		b.state.Original[cgroup] = have
+		changed = true
+	}
+	if last, ok := b.state.Written[cgroup]; ok && have != last {
+		// Someone else wrote: kubelet on an in-place resize, systemd
+		// applying the unit's CPUWeight again. Their new value is the one
+		// to give back when kubefair lets go.
+		res.Drift++
+		b.state.Original[cgroup] = have
+		changed = true
+	}
+	kept := have
+	if significant(have, want) {
+		if err := b.h.WriteWeight(cgroup, want); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				res.Vanished++
+				return changed
+			}
+			*errs = append(*errs, fmt.Errorf("writing %s: %w", cgroup, err))
+			return changed
+		}
+		res.Writes++
+		kept = want
+	}
+	if last, ok := b.state.Written[cgroup]; !ok || last != kept {
+		b.state.Written[cgroup] = kept
+		changed = true
+	}
+	return changed
 }
 
 // significant tells whether a planned weight differs enough from the one
@@ -137,36 +257,43 @@ func (b *Backend) Restore(pods []enforce.Pod) error {
 	defer b.mu.Unlock()
 	var errs []error
 	for _, pod := range pods {
-		orig, ok := b.state.Original[pod.Cgroup]
-		if !ok {
-			continue
-		}
-		if err := b.h.WriteWeight(pod.Cgroup, orig); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("restoring %s: %w", pod.Cgroup, err))
-			continue
-		}
-		delete(b.state.Original, pod.Cgroup)
-		delete(b.state.Written, pod.Cgroup)
+		b.restore(pod.Cgroup, &errs)
 	}
 	errs = append(errs, b.save())
 	return errors.Join(errs...)
 }
 
-// KubeletShares is the weight kubelet gave a pod cgroup, in cpu.shares
-// units: the value it had before kubefair first wrote (or kubelet's latest
-// rewrite), else what is on disk now. os.ErrNotExist: the cgroup is gone.
-func (b *Backend) KubeletShares(cgroup string) (uint64, error) {
-	b.mu.Lock()
+// restore writes kubelet's value of one cgroup back and forgets it.
+func (b *Backend) restore(cgroup string, errs *[]error) (changed bool) {
 	orig, ok := b.state.Original[cgroup]
-	b.mu.Unlock()
-	if ok {
-		return b.h.Shares(orig), nil
+	if !ok {
+		return false
 	}
-	native, err := b.h.ReadWeight(cgroup)
-	if err != nil {
-		return 0, err
+	if err := b.h.WriteWeight(cgroup, orig); err != nil && !errors.Is(err, os.ErrNotExist) {
+		*errs = append(*errs, fmt.Errorf("restoring %s: %w", cgroup, err))
+		return false
 	}
-	return b.h.Shares(native), nil
+	delete(b.state.Original, cgroup)
+	delete(b.state.Written, cgroup)
+	return true
+}
+
+// KubeletWeight is the weight kubelet gave a pod cgroup, in native units:
+// the value it had before kubefair first wrote (or kubelet's or systemd's
+// latest rewrite), else what is on disk now — read back, never derived
+// from the pod's requests, since kubelet and runc convert requests to
+// cgroup v2 weights differently. os.ErrNotExist: the cgroup is gone.
+func (b *Backend) KubeletWeight(cgroup string) (uint64, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.kubeletWeight(cgroup)
+}
+
+func (b *Backend) kubeletWeight(cgroup string) (uint64, error) {
+	if orig, ok := b.state.Original[cgroup]; ok {
+		return orig, nil
+	}
+	return b.h.ReadWeight(cgroup)
 }
 
 // Managed lists the pod cgroups kubefair has changed and not yet restored.
@@ -198,9 +325,6 @@ func (b *Backend) save() error {
 	return os.Rename(tmp, filepath.Join(b.stateDir, stateFile))
 }
 
-// BurstableDir is kubelet's QoS cgroup of Burstable pods.
-const BurstableDir = KubepodsDir + "/burstable"
-
 // RepairBurstable undoes a transient of kubelet's: when kubelet starts it
 // sets the Burstable QoS cgroup to the minimum weight (2 shares) and writes
 // the sum of its pods' requests only at its next QoS update, up to a minute
@@ -209,14 +333,19 @@ const BurstableDir = KubepodsDir + "/burstable"
 // that weight, no longer places their threads by weight: tenants' shares
 // drift by 5–10 points. podCgroups are the node's pod cgroups; the repair
 // writes what kubelet will write — the sum of kubelet's weights of the
-// Burstable pods, a pod with no CPU request counting 0 as in kubelet — and
-// only when the QoS weight is below half of it, which kubelet's own value
-// never is (it raises the QoS weight before it creates a pod's cgroup).
-// For the same reason a value found healthy stays so until it changes: the
-// pods are summed only then, and a steady period costs one read.
-// It reports whether it wrote.
+// Burstable pods in cpu.shares units (on cgroup v2 each converted back
+// with kubelet's own mapping), a pod with no CPU request counting 0 as in
+// kubelet — and only when the QoS weight is below half of it, which
+// kubelet's own value never is (it raises the QoS weight before it creates
+// a pod's cgroup). For the same reason a value found healthy stays so
+// until it changes: the pods are summed only then, and a steady period
+// costs one read. It reports whether it wrote.
 func (b *Backend) RepairBurstable(podCgroups iter.Seq[string]) (bool, error) {
-	have, err := b.h.ReadWeight(BurstableDir)
+	layout, err := b.h.Layout()
+	if err != nil {
+		return false, nil // no kubepods: the agent reports that already
+	}
+	have, err := b.h.ReadWeight(layout.Burstable)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return false, nil
@@ -228,14 +357,13 @@ func (b *Backend) RepairBurstable(podCgroups iter.Seq[string]) (bool, error) {
 	}
 	var want uint64
 	for cg := range podCgroups {
-		if filepath.Dir(cg) != BurstableDir {
+		if path.Dir(cg) != layout.Burstable {
 			continue
 		}
-		shares, err := b.KubeletShares(cg)
-		if err != nil || shares <= fairness.MinShares {
-			continue // gone, or no CPU request
+		native, err := b.KubeletWeight(cg)
+		if shares := b.h.Shares(native); err == nil && shares > fairness.MinShares { // else gone, or no CPU request
+			want += shares
 		}
-		want += shares
 	}
 	if want == 0 {
 		return false, nil // kubelet's 2 is right with no requests to sum
@@ -245,8 +373,8 @@ func (b *Backend) RepairBurstable(podCgroups iter.Seq[string]) (bool, error) {
 		return false, nil
 	}
 	native := b.h.Native(want)
-	if err := b.h.WriteWeight(BurstableDir, native); err != nil {
-		return false, fmt.Errorf("repairing %s: %w", BurstableDir, err)
+	if err := b.h.WriteWeight(layout.Burstable, native); err != nil {
+		return false, fmt.Errorf("repairing %s: %w", layout.Burstable, err)
 	}
 	b.burstableHealthy = native
 	return true, nil

@@ -1,8 +1,10 @@
 package cgroupfs
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -13,183 +15,265 @@ import (
 	"github.com/kubefair/kubefair/node-agent/fairness"
 )
 
+// kubeletSetup is one node shape: cgroup version, kubelet's driver and
+// its cgroup root.
+type kubeletSetup struct {
+	mode   Mode
+	driver Driver
+	root   string
+}
+
+func (s kubeletSetup) String() string { return fmt.Sprintf("v%d-%s%s", s.mode, s.driver, s.root) }
+
+// setups are every node shape the package supports.
+var setups = []kubeletSetup{
+	{V1, Cgroupfs, "/"}, {V1, Cgroupfs, "/kubelet"}, {V1, Systemd, "/"},
+	{V2, Cgroupfs, "/"}, {V2, Cgroupfs, "/kubelet"}, {V2, Systemd, "/"}, {V2, Systemd, "/kubelet.slice"},
+}
+
+// pod names the fake tree's pods: a and b Burstable, c BestEffort, d
+// Guaranteed, with UIDs that have dashes (systemd spells them with _).
+type pod struct{ uid, qos string }
+
+var (
+	podA = pod{"a-1", "burstable"}
+	podB = pod{"b-2", "burstable"}
+	podC = pod{"c-3", "besteffort"}
+	podD = pod{"d-4", ""}
+)
+
+// cgroup is a pod's cgroup path below kubelet's root, as kubelet names it
+// with the setup's driver.
+func (s kubeletSetup) cgroup(p pod) string {
+	l := layoutFor(s.driver, s.root)
+	parent := map[string]string{"burstable": l.Burstable, "besteffort": l.BestEffort, "": l.Kubepods}[p.qos]
+	if s.driver == Systemd {
+		return parent + "/" + strings.TrimSuffix(path.Base(parent), ".slice") + "-pod" + strings.ReplaceAll(p.uid, "-", "_") + ".slice"
+	}
+	return parent + "/pod" + p.uid
+}
+
+// container is the name of a pod's one container cgroup.
+func (s kubeletSetup) container() string {
+	if s.driver == Systemd {
+		return "cri-containerd-c1.scope"
+	}
+	return "c1"
+}
+
 // fakeTree lays out a kubelet-like tree in a temp dir with every file
 // pre-created: writing a missing file silently "succeeds" in
 // containerd/cgroups, so a test must see the files it expects change.
-// The pods lie below kubeletRoot (kubelet's --cgroup-root).
-func fakeTree(t *testing.T, mode Mode, kubeletRoot string) (root string, h *Hierarchy) {
+// Pods weigh 102 shares (v1) or 4 (v2, kubelet's conversion of 102).
+func fakeTree(t *testing.T, s kubeletSetup) (root string, h *Hierarchy) {
 	t.Helper()
 	root = t.TempDir()
-	var pods []string
-	for _, p := range []string{"/kubepods/burstable/poda", "/kubepods/burstable/podb", "/kubepods/besteffort/podc", "/kubepods/podd"} {
-		pods = append(pods, filepath.Join(kubeletRoot, p))
-	}
-	write := func(p, content string) {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if mode == V2 {
-		write(filepath.Join(root, "cgroup.controllers"), "cpuset cpu io memory pids\n")
-		write(filepath.Join(root, kubeletRoot, BurstableDir, "cpu.weight"), "40\n")
-		for _, p := range pods {
-			write(filepath.Join(root, p, "cpu.weight"), "4\n")
-			write(filepath.Join(root, p, "cpu.stat"), "usage_usec 1500\nuser_usec 1000\nsystem_usec 500\n")
-			write(filepath.Join(root, p, "ctr1", "cgroup.procs"), "11\n12\n")
-			write(filepath.Join(root, p, "cgroup.procs"), "")
-		}
+	l := layoutFor(s.driver, s.root)
+	if s.mode == V2 {
+		writeFile(t, filepath.Join(root, "cgroup.controllers"), "cpuset cpu io memory pids\n")
+		writeFile(t, filepath.Join(root, s.root, l.Burstable, "cpu.weight"), "40\n")
 	} else {
-		for _, p := range pods {
-			write(filepath.Join(root, "cpu", p, "cpu.shares"), "102\n")
-			write(filepath.Join(root, "cpuacct", p, "cpuacct.usage"), "1500000\n")
-			write(filepath.Join(root, "cpu", p, "ctr1", "cgroup.procs"), "11\n12\n")
-			write(filepath.Join(root, "cpu", p, "cgroup.procs"), "")
-		}
-		write(filepath.Join(root, "cpu", "cpu.shares"), "1024\n")
-		write(filepath.Join(root, "cpu", kubeletRoot, BurstableDir, "cpu.shares"), "1024\n")
-		write(filepath.Join(root, "cpuacct", "cpuacct.usage"), "0\n")
+		writeFile(t, filepath.Join(root, "cpu", "cpu.shares"), "1024\n")
+		writeFile(t, filepath.Join(root, "cpu", s.root, l.Burstable, "cpu.shares"), "1024\n")
+		writeFile(t, filepath.Join(root, "cpuacct", "cpuacct.usage"), "0\n")
+	}
+	for _, p := range []pod{podA, podB, podC, podD} {
+		addPod(t, root, s, s.cgroup(p))
 	}
 	h, err := Detect(root)
 	if err == nil {
-		h, err = h.Below(kubeletRoot)
+		h, err = h.ForKubelet(s.driver, s.root)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Mode != mode {
-		t.Fatalf("detected v%d, want v%d", h.Mode, mode)
+	if h.Mode != s.mode {
+		t.Fatalf("detected v%d, want v%d", h.Mode, s.mode)
 	}
 	return root, h
 }
 
-func fileValue(t *testing.T, root string, h *Hierarchy, cgroup string) string {
-	t.Helper()
-	p := filepath.Join(root, "cpu", h.kubeletRoot, cgroup, "cpu.shares")
-	if h.Mode == V2 {
-		p = filepath.Join(root, h.kubeletRoot, cgroup, "cpu.weight")
+// addPod creates a pod cgroup (and its container's) at kubelet's weight.
+func addPod(t *testing.T, root string, s kubeletSetup, cg string) {
+	dir := filepath.Join(root, s.root, cg)
+	ctr := filepath.Join(dir, s.container())
+	if s.mode == V2 {
+		writeFile(t, filepath.Join(dir, "cpu.weight"), "4\n")
+		writeFile(t, filepath.Join(dir, "cpu.stat"), "usage_usec 1500\nuser_usec 1000\nsystem_usec 500\n")
+		writeFile(t, filepath.Join(dir, "cpu.pressure"), "some avg10=1.00 avg60=0.50 avg300=0.10 total=2500\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=700\n")
+		writeFile(t, filepath.Join(ctr, "cgroup.procs"), "11\n12\n")
+		writeFile(t, filepath.Join(dir, "cgroup.procs"), "")
+		return
 	}
-	data, err := os.ReadFile(p)
+	writeFile(t, filepath.Join(root, "cpu", s.root, cg, "cpu.shares"), "102\n")
+	writeFile(t, filepath.Join(root, "cpuacct", s.root, cg, "cpuacct.usage"), "1500000\n")
+	writeFile(t, filepath.Join(root, "cpu", s.root, cg, s.container(), "cgroup.procs"), "11\n12\n")
+	writeFile(t, filepath.Join(root, "cpu", s.root, cg, "cgroup.procs"), "")
+}
+
+func writeFile(t *testing.T, p, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func weightFile(root string, h *Hierarchy, cgroup string) string {
+	if h.Mode == V2 {
+		return filepath.Join(root, h.kubeletRoot, cgroup, "cpu.weight")
+	}
+	return filepath.Join(root, "cpu", h.kubeletRoot, cgroup, "cpu.shares")
+}
+
+func fileValue(t *testing.T, root string, h *Hierarchy, cgroup string) uint64 {
+	t.Helper()
+	data, err := os.ReadFile(weightFile(root, h, cgroup))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.TrimSpace(string(data))
+	v, err := strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
-// forEachLayout runs a test over v1 and v2 trees, with kubepods at the
-// root and below a kubelet --cgroup-root: the two versions share every test.
-func forEachLayout(t *testing.T, test func(t *testing.T, mode Mode, kubeletRoot string)) {
-	for _, mode := range []Mode{V1, V2} {
-		for _, kubeletRoot := range []string{"/", "/kubelet"} {
-			t.Run(fmt.Sprintf("v%d%s", mode, kubeletRoot), func(t *testing.T) { test(t, mode, kubeletRoot) })
-		}
+// setWeight writes a cgroup's weight as kubelet or systemd would, behind
+// the backend's back.
+func setWeight(t *testing.T, root string, h *Hierarchy, cgroup string, native uint64) {
+	t.Helper()
+	writeFile(t, weightFile(root, h, cgroup), fmt.Sprintf("%d\n", native))
+}
+
+// forEachSetup runs a test on every node shape.
+func forEachSetup(t *testing.T, test func(t *testing.T, s kubeletSetup)) {
+	for _, s := range setups {
+		t.Run(s.String(), func(t *testing.T) { test(t, s) })
 	}
 }
 
-// TestBothVersions: discovery, usage, writes, drift, restore and vanished
-// pods on both versions.
-func TestBothVersions(t *testing.T) {
-	forEachLayout(t, func(t *testing.T, mode Mode, kubeletRoot string) {
-		root, h := fakeTree(t, mode, kubeletRoot)
-		orig := map[Mode]string{V1: "102", V2: "4"}[mode]
-
+// TestDiscovery: kubelet's pod cgroups, their UIDs and containers, usage,
+// waiting and processes, on every node shape.
+func TestDiscovery(t *testing.T) {
+	forEachSetup(t, func(t *testing.T, s kubeletSetup) {
+		_, h := fakeTree(t, s)
+		l, err := h.Layout()
+		if err != nil || l.Driver != s.driver {
+			t.Fatalf("Layout() = %+v, %v; want the %s driver", l, err, s.driver)
+		}
 		pods, err := h.Pods()
-		if err != nil || len(pods) != 4 {
-			t.Fatalf("Pods() = %v, %v; want 4 pods", pods, err)
-		}
-		if usage, err := h.UsageNanoseconds("/kubepods/burstable/poda"); err != nil || usage != 1_500_000 {
-			t.Fatalf("usage = %d, %v; want 1.5 ms", usage, err)
-		}
-		if procs, err := h.Procs("/kubepods/burstable/poda"); err != nil || len(procs) != 2 {
-			t.Fatalf("procs = %v, %v", procs, err)
-		}
-		if procs, err := h.AppendProcs([]int{7}, "/kubepods/burstable/poda/ctr1"); err != nil || !slices.Equal(procs, []int{7, 11, 12}) {
-			t.Fatalf("AppendProcs(ctr1) = %v, %v; want [7 11 12]", procs, err)
-		}
-		if procs, err := h.AppendProcs(nil, "/kubepods/burstable/poda"); err != nil || len(procs) != 0 {
-			t.Fatalf("AppendProcs(pod) = %v, %v; want none (they are in ctr1)", procs, err)
-		}
-
-		b, err := NewBackend(h, t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}
-		plan := enforce.Plan{Pods: []enforce.Pod{{Cgroup: "/kubepods/burstable/poda", Shares: 2048}, {Cgroup: "/kubepods/burstable/podb", Shares: 512}}}
-		want := map[Mode][2]string{V1: {"2048", "512"}, V2: {"79", "20"}}[mode] // kubelet's shares→weight on v2
-		res, err := b.Apply(plan)
-		if err != nil || res.Writes != 2 || res.Drift != 0 {
-			t.Fatalf("first apply = %+v, %v; want 2 writes", res, err)
-		}
-		if a, bb := fileValue(t, root, h, "/kubepods/burstable/poda"), fileValue(t, root, h, "/kubepods/burstable/podb"); a != want[0] || bb != want[1] {
-			t.Fatalf("files hold %s, %s; want %s, %s", a, bb, want[0], want[1])
-		}
-		if res, _ := b.Apply(plan); res.Writes != 0 {
-			t.Fatalf("an unchanged plan wrote %d values", res.Writes)
-		}
-		// The closed loop's nudges of 1 % or less are not written; more are.
-		nudge := func(shares uint64) enforce.Plan {
-			return enforce.Plan{Pods: []enforce.Pod{{Cgroup: "/kubepods/burstable/poda", Shares: shares}, plan.Pods[1]}}
-		}
-		if res, _ := b.Apply(nudge(2060)); res.Writes != 0 || res.Drift != 0 || fileValue(t, root, h, "/kubepods/burstable/poda") != want[0] {
-			t.Fatalf("a 0.6 %% nudge: %+v, file %s", res, fileValue(t, root, h, "/kubepods/burstable/poda"))
-		}
-		if res, _ := b.Apply(nudge(2100)); res.Writes != 1 || res.Drift != 0 {
-			t.Fatalf("a 2.5 %% change: %+v, want one write", res)
-		}
-		if _, err := b.Apply(plan); err != nil {
-			t.Fatal(err)
-		}
-
-		if got, err := b.KubeletShares("/kubepods/burstable/podb"); err != nil || h.Native(got) != mustUint(t, orig) {
-			t.Fatalf("KubeletShares(podb) = %d, %v; want kubelet's %s", got, err, orig)
-		}
-
-		// Someone else (kubelet on a resize) rewrites a value: counted and
-		// undone, and kubelet's new value is the one to restore later.
-		if err := h.WriteWeight("/kubepods/burstable/poda", 7); err != nil {
-			t.Fatal(err)
-		}
-		if res, _ := b.Apply(plan); res.Drift != 1 || res.Writes != 1 || fileValue(t, root, h, "/kubepods/burstable/poda") != want[0] {
-			t.Fatalf("drift apply = %+v, file %s", res, fileValue(t, root, h, "/kubepods/burstable/poda"))
-		}
-		if got, err := b.KubeletShares("/kubepods/burstable/poda"); err != nil || got != h.Shares(7) {
-			t.Fatalf("KubeletShares(poda) after kubelet's rewrite = %d, %v; want %d", got, err, h.Shares(7))
-		}
-
-		// A restarted agent still knows kubelet's values and restores them.
-		again, err := NewBackend(h, b.stateDir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(again.Managed()) != 2 {
-			t.Fatalf("restarted backend manages %d pods, want 2", len(again.Managed()))
-		}
-		if err := again.Restore(again.Managed()); err != nil {
-			t.Fatal(err)
-		}
-		for cg, kubelet := range map[string]string{"/kubepods/burstable/poda": "7", "/kubepods/burstable/podb": orig} {
-			if got := fileValue(t, root, h, cg); got != kubelet {
-				t.Fatalf("%s restored to %s, want kubelet's %s", cg, got, kubelet)
+		got := map[string]string{}
+		for _, p := range pods {
+			got[p.UID] = p.Path
+			if !slices.Equal(p.Containers, []string{s.container()}) {
+				t.Errorf("pod %s has containers %v, want [%s]", p.UID, p.Containers, s.container())
 			}
 		}
-
-		// A pod that vanished is not an error.
-		if err := os.RemoveAll(filepath.Join(root, map[Mode]string{V1: "cpu", V2: ""}[mode], kubeletRoot, "/kubepods/podd")); err != nil {
-			t.Fatal(err)
+		for _, p := range []pod{podA, podB, podC, podD} {
+			if got[p.uid] != s.cgroup(p) {
+				t.Errorf("pod %s found at %q, want %q (all: %v)", p.uid, got[p.uid], s.cgroup(p), got)
+			}
 		}
-		res, err = b.Apply(enforce.Plan{Pods: []enforce.Pod{{Cgroup: "/kubepods/podd", Shares: 100}}})
-		if err != nil || res.Vanished != 1 {
-			t.Fatalf("vanished pod: %+v, %v", res, err)
+		if len(pods) != 4 {
+			t.Errorf("%d pods, want 4: %v", len(pods), got)
+		}
+		a := s.cgroup(podA)
+		if usage, err := h.UsageNanoseconds(a); err != nil || usage != 1_500_000 {
+			t.Fatalf("usage = %d, %v; want 1.5 ms", usage, err)
+		}
+		wait, ok, err := h.WaitNanoseconds(a)
+		if s.mode == V2 && (wait != 2_500_000 || !ok || err != nil) {
+			t.Errorf("v2 waiting = %d, %v, %v; want cpu.pressure's some total, 2.5 ms", wait, ok, err)
+		}
+		if s.mode == V1 && (ok || err != nil) {
+			t.Errorf("v1 waiting = %d, %v, %v; want none (schedstat instead)", wait, ok, err)
+		}
+		if procs, err := h.Procs(a); err != nil || len(procs) != 2 {
+			t.Fatalf("procs = %v, %v", procs, err)
+		}
+		if procs, err := h.AppendProcs([]int{7}, a+"/"+s.container()); err != nil || !slices.Equal(procs, []int{7, 11, 12}) {
+			t.Fatalf("AppendProcs(container) = %v, %v; want [7 11 12]", procs, err)
+		}
+		if procs, err := h.AppendProcs(nil, a); err != nil || len(procs) != 0 {
+			t.Fatalf("AppendProcs(pod) = %v, %v; want none (they are in the container)", procs, err)
 		}
 	})
 }
 
+// TestWithoutPressure: a cgroup v2 kernel without PSI has no cpu.pressure;
+// waiting then comes from schedstat, and the file is not looked for again.
+func TestWithoutPressure(t *testing.T) {
+	s := kubeletSetup{V2, Systemd, "/"}
+	root, h := fakeTree(t, s)
+	if err := os.Remove(filepath.Join(root, s.cgroup(podA), "cpu.pressure")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := h.WaitNanoseconds(s.cgroup(podA)); ok || err != nil {
+		t.Fatalf("without cpu.pressure: %v, %v; want none and no error", ok, err)
+	}
+	if _, ok, _ := h.WaitNanoseconds(s.cgroup(podB)); ok {
+		t.Fatal("cpu.pressure read again after the kernel had none")
+	}
+}
+
+// TestLayoutNotFound: with no kubepods where the agent looks, discovery
+// says where it looked; once kubelet creates it, the layout is found.
+func TestLayoutNotFound(t *testing.T) {
+	for _, s := range []kubeletSetup{{V2, AutoDriver, "/"}, {V2, Systemd, "/kubelet.slice"}, {V1, Cgroupfs, "/kubelet"}} {
+		t.Run(s.String(), func(t *testing.T) {
+			root := t.TempDir()
+			if s.mode == V2 {
+				writeFile(t, filepath.Join(root, "cgroup.controllers"), "cpu memory\n")
+			} else {
+				writeFile(t, filepath.Join(root, "cpu", "cpu.shares"), "1024\n")
+				writeFile(t, filepath.Join(root, "cpuacct", "cpuacct.usage"), "0\n")
+			}
+			h, err := Detect(root)
+			if err == nil {
+				h, err = h.ForKubelet(s.driver, s.root)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = h.Pods()
+			var nf *LayoutNotFoundError
+			if !errors.As(err, &nf) {
+				t.Fatalf("Pods() on an empty tree: %v; want a LayoutNotFoundError", err)
+			}
+			want := map[Driver]int{AutoDriver: 2}[s.driver]
+			if want == 0 {
+				want = 1
+			}
+			if len(nf.Looked) != want || !strings.Contains(err.Error(), nf.Looked[0]) || !strings.HasPrefix(nf.Looked[0], root) {
+				t.Fatalf("looked at %v (%v); want %d directories below %s, named in the message", nf.Looked, err, want, root)
+			}
+			if _, ok := h.FromRuntime("/kubepods/burstable/poda/c1"); ok {
+				t.Fatal("a runtime path was accepted without a layout")
+			}
+			d := s.driver
+			if d == AutoDriver {
+				d = Systemd
+			}
+			created := kubeletSetup{s.mode, d, s.root}
+			addPod(t, root, created, created.cgroup(podA))
+			if pods, err := h.Pods(); err != nil || len(pods) != 1 || pods[0].UID != podA.uid {
+				t.Fatalf("after kubelet started: %+v, %v; want pod %s", pods, err, podA.uid)
+			}
+		})
+	}
+}
+
 func TestRefusesPathsOutsideKubepods(t *testing.T) {
-	forEachLayout(t, func(t *testing.T, mode Mode, kubeletRoot string) {
-		_, h := fakeTree(t, mode, kubeletRoot)
-		for _, p := range []string{"/", "/system.slice", "/kubepods", "/kubepods/../etc", "kubepods/burstable/poda", "/kubepodsx/a"} {
+	forEachSetup(t, func(t *testing.T, s kubeletSetup) {
+		_, h := fakeTree(t, s)
+		l, _ := h.Layout()
+		for _, p := range []string{"/", "/system.slice", l.Kubepods, l.Kubepods + "/../etc", strings.TrimPrefix(s.cgroup(podA), "/"), l.Kubepods + "x/a", "/kubepods.slicex/a"} {
 			if err := h.WriteWeight(p, 100); err == nil {
 				t.Errorf("WriteWeight(%q) was allowed", p)
 			}
@@ -200,89 +284,226 @@ func TestRefusesPathsOutsideKubepods(t *testing.T) {
 	})
 }
 
-// TestFromRuntime: a container's cgroupsPath, as the runtime spells it from
-// the host's root, maps into the hierarchy only below kubelet's root and
-// inside kubepods.
+// TestFromRuntime: a container's cgroupsPath, as the runtime spells it,
+// maps into the hierarchy only below kubelet's root and inside kubepods —
+// cgroupfs paths and systemd's slice:prefix:name alike.
 func TestFromRuntime(t *testing.T) {
-	forEachLayout(t, func(t *testing.T, mode Mode, kubeletRoot string) {
-		_, h := fakeTree(t, mode, kubeletRoot)
-		prefix := strings.TrimSuffix(kubeletRoot, "/")
-		for in, want := range map[string]string{
-			prefix + "/kubepods/burstable/poda/c1":       "/kubepods/burstable/poda/c1",
-			prefix + "/kubepods/podd/c2":                 "/kubepods/podd/c2",
-			"/other/kubepods/burstable/poda/c1":          "",
-			prefix + "/system.slice/c1":                  "",
-			"kubepods-burstable.slice:cri-containerd:c1": "",
-			"": "",
-		} {
+	forEachSetup(t, func(t *testing.T, s kubeletSetup) {
+		_, h := fakeTree(t, s)
+		prefix := strings.TrimSuffix(s.root, "/")
+		a := s.cgroup(podA)
+		cases := map[string]string{
+			"":                            "",
+			"/other/kubepods/burstable/c": "",
+			prefix + "/system.slice/c1":   "",
+			"a:b":                         "",
+		}
+		if s.driver == Systemd {
+			slice := path.Base(a)
+			cases[slice+":cri-containerd:c1"] = a + "/cri-containerd-c1.scope"
+			cases[path.Base(s.cgroup(podD))+":cri-containerd:c2"] = s.cgroup(podD) + "/cri-containerd-c2.scope"
+			cases["system.slice:cri-containerd:c1"] = ""
+			cases["kubepods--x.slice:cri-containerd:c1"] = ""
+			cases[slice+":cri-containerd:"] = ""
+		} else {
+			cases[prefix+a+"/c1"] = a + "/c1"
+			cases[prefix+s.cgroup(podD)+"/c2"] = s.cgroup(podD) + "/c2"
+			cases["kubepods-burstable.slice:cri-containerd:c1"] = ""
+		}
+		for in, want := range cases {
 			got, ok := h.FromRuntime(in)
-			if got != want && !(want == "" && !ok) || ok != (want != "") {
+			if got != want || ok != (want != "") {
 				t.Errorf("FromRuntime(%q) = %q, %v; want %q", in, got, ok, want)
 			}
 		}
 	})
-	if _, err := (&Hierarchy{kubeletRoot: "/"}).Below("relative/root"); err == nil {
+	if _, err := (&Hierarchy{kubeletRoot: "/"}).ForKubelet(Cgroupfs, "relative/root"); err == nil {
 		t.Error("a relative kubelet cgroup root was accepted")
+	}
+	if _, err := (&Hierarchy{kubeletRoot: "/"}).ForKubelet(Systemd, "/kubelet"); err == nil {
+		t.Error("a systemd cgroup root that is not a slice was accepted")
 	}
 }
 
-func mustUint(t *testing.T, s string) uint64 {
-	t.Helper()
-	v, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		t.Fatal(err)
+func TestExpandSlice(t *testing.T) {
+	for in, want := range map[string]string{
+		"-.slice":                           "/",
+		"kubepods.slice":                    "/kubepods.slice",
+		"kubepods-burstable.slice":          "/kubepods.slice/kubepods-burstable.slice",
+		"kubepods-burstable-pod1_2.slice":   "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1_2.slice",
+		"kubelet-kubepods-besteffort.slice": "/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice",
+		"kubepods":                          "",
+		"-kubepods.slice":                   "",
+		"kubepods-.slice":                   "",
+		"kube--pods.slice":                  "",
+		"a/b.slice":                         "",
+	} {
+		got, ok := expandSlice(in)
+		if got != want || ok != (want != "") {
+			t.Errorf("expandSlice(%q) = %q, %v; want %q", in, got, ok, want)
+		}
 	}
-	return v
+}
+
+// TestBackend: writes scaled with their siblings, drift, restore and
+// vanished pods, on every node shape.
+func TestBackend(t *testing.T) {
+	forEachSetup(t, func(t *testing.T, s kubeletSetup) {
+		root, h := fakeTree(t, s)
+		a, b, c, d := s.cgroup(podA), s.cgroup(podB), s.cgroup(podC), s.cgroup(podD)
+		kubelet := fileValue(t, root, h, a) // 102 or 4
+		other := path.Dir(a) + "/" + path.Base(s.cgroup(pod{"e-5", "burstable"}))
+		addPod(t, root, s, other) // a pod of no tenant beside a and b
+
+		backend, err := NewBackend(h, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The tenants' two Burstable pods split their kubelet weights 4:1.
+		plan := enforce.Plan{Pods: []enforce.Pod{
+			{Cgroup: a, Weight: 1.6 * float64(kubelet)}, {Cgroup: b, Weight: 0.4 * float64(kubelet)},
+			{Cgroup: d, Weight: float64(kubelet)}, {Cgroup: c, Weight: 1},
+		}}
+		res, err := backend.Apply(plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wa, wb, we := fileValue(t, root, h, a), fileValue(t, root, h, b), fileValue(t, root, h, other)
+		// One factor scales the QoS cgroup: the ratios are the plan's and
+		// kubelet's, the smallest weight has resolution.
+		if r := float64(wa) / float64(wb); r < 3.9 || r > 4.1 {
+			t.Errorf("a:b = %d:%d, want 4:1", wa, wb)
+		}
+		if r := float64(we) / float64(wb); r < 2.4 || r > 2.6 {
+			t.Errorf("pod of no tenant : b = %d:%d, want kubelet's %d : 0.4 × %d", we, wb, kubelet, kubelet)
+		}
+		if wb < resolution {
+			t.Errorf("the smallest weight is %d, want at least %d", wb, resolution)
+		}
+		if got := fileValue(t, root, h, d); got != kubelet {
+			t.Errorf("a Guaranteed pod holds %d, want its plan unscaled (%d): its siblings are kubelet's QoS cgroups", got, kubelet)
+		}
+		if res.Writes != 4 || res.Drift != 0 {
+			t.Fatalf("first apply = %+v, want 4 writes (a, b, c and the pod of no tenant; d keeps its value)", res)
+		}
+		if res, _ := backend.Apply(plan); res.Writes != 0 {
+			t.Fatalf("an unchanged plan wrote %d values", res.Writes)
+		}
+		// The closed loop's nudges of 1 % or less are not written; more are.
+		nudge := func(f float64) enforce.Plan {
+			p := slices.Clone(plan.Pods)
+			p[0].Weight *= f
+			return enforce.Plan{Pods: p}
+		}
+		if res, _ := backend.Apply(nudge(1.005)); res.Writes != 0 || res.Drift != 0 || fileValue(t, root, h, a) != wa {
+			t.Fatalf("a 0.5 %% nudge: %+v, file %d", res, fileValue(t, root, h, a))
+		}
+		if res, _ := backend.Apply(nudge(1.05)); res.Writes != 1 || res.Drift != 0 {
+			t.Fatalf("a 5 %% change: %+v, want one write", res)
+		}
+		if _, err := backend.Apply(plan); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := backend.KubeletWeight(b); err != nil || got != kubelet {
+			t.Fatalf("KubeletWeight(b) = %d, %v; want kubelet's %d", got, err, kubelet)
+		}
+
+		// Someone else (kubelet on a resize, systemd on a daemon-reload)
+		// rewrites values: counted and undone, and their value is the one
+		// to restore later.
+		setWeight(t, root, h, a, 7)
+		setWeight(t, root, h, other, kubelet)
+		if res, _ := backend.Apply(plan); res.Drift != 2 || res.Writes != 2 || fileValue(t, root, h, a) != wa || fileValue(t, root, h, other) != we {
+			t.Fatalf("drift apply = %+v, files %d, %d; want %d, %d back", res, fileValue(t, root, h, a), fileValue(t, root, h, other), wa, we)
+		}
+		if got, err := backend.KubeletWeight(a); err != nil || got != 7 {
+			t.Fatalf("KubeletWeight(a) after kubelet's rewrite = %d, %v; want 7", got, err)
+		}
+
+		// A restarted agent still knows kubelet's values and restores them,
+		// the pod of no tenant's included.
+		again, err := NewBackend(h, backend.stateDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(again.Managed()); n != 5 {
+			t.Fatalf("restarted backend manages %d pods, want 5", n)
+		}
+		if err := again.Restore(again.Managed()); err != nil {
+			t.Fatal(err)
+		}
+		for cg, want := range map[string]uint64{a: 7, b: kubelet, other: kubelet, d: kubelet} {
+			if got := fileValue(t, root, h, cg); got != want {
+				t.Errorf("%s restored to %d, want kubelet's %d", cg, got, want)
+			}
+		}
+
+		// Once the plan's weights are large, the scale goes back to 1 and
+		// pods of no tenant get kubelet's value back.
+		big := enforce.Plan{Pods: []enforce.Pod{{Cgroup: a, Weight: 16 * float64(resolution)}, {Cgroup: b, Weight: 4 * float64(resolution)}}}
+		if _, err := again.Apply(plan); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := again.Apply(big); err != nil {
+			t.Fatal(err)
+		}
+		if s.mode == V2 { // kubelet's 4 is below resolution on v2: the scale stays
+			if fileValue(t, root, h, other) == kubelet {
+				t.Error("the pod of no tenant lost its scale while it is below resolution")
+			}
+		} else if got := fileValue(t, root, h, other); got != kubelet {
+			t.Errorf("unscaled again, the pod of no tenant holds %d, want kubelet's %d", got, kubelet)
+		}
+
+		// A pod that vanished is not an error.
+		if err := os.RemoveAll(filepath.Dir(weightFile(root, h, d))); err != nil {
+			t.Fatal(err)
+		}
+		res, err = again.Apply(enforce.Plan{Pods: []enforce.Pod{{Cgroup: d, Weight: 100}}})
+		if err != nil || res.Vanished != 1 {
+			t.Fatalf("vanished pod: %+v, %v", res, err)
+		}
+	})
 }
 
 // TestRepairBurstable: kubelet's start-up weight of the Burstable QoS
 // cgroup is replaced by the sum of its pods' weights, once; kubelet's own
 // sum (which may differ by rounding) and other QoS classes are left alone.
 func TestRepairBurstable(t *testing.T) {
-	forEachLayout(t, func(t *testing.T, mode Mode, kubeletRoot string) {
-		root, h := fakeTree(t, mode, kubeletRoot)
-		setQoS := func(native uint64) {
-			p := filepath.Join(root, "cpu", kubeletRoot, BurstableDir, "cpu.shares")
-			if mode == V2 {
-				p = filepath.Join(root, kubeletRoot, BurstableDir, "cpu.weight")
-			}
-			if err := os.WriteFile(p, []byte(fmt.Sprintf("%d\n", native)), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
+	forEachSetup(t, func(t *testing.T, s kubeletSetup) {
+		root, h := fakeTree(t, s)
+		l, _ := h.Layout()
 		b, err := NewBackend(h, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		pods := []string{"/kubepods/burstable/poda", "/kubepods/burstable/podb", "/kubepods/besteffort/podc", "/kubepods/podd"}
-		perPod, _ := b.KubeletShares(pods[0])
-		sum := h.Native(2 * perPod) // poda and podb only
+		pods := []string{s.cgroup(podA), s.cgroup(podB), s.cgroup(podC), s.cgroup(podD)}
+		perPod, _ := b.KubeletWeight(pods[0])
+		sum := h.Native(2 * h.Shares(perPod)) // a and b only
 
-		setQoS(h.Native(fairness.MinShares)) // kubelet just started
+		setWeight(t, root, h, l.Burstable, h.Native(fairness.MinShares)) // kubelet just started
 		if ok, err := b.RepairBurstable(slices.Values(pods)); !ok || err != nil {
 			t.Fatalf("repair = %v, %v; want a write", ok, err)
 		}
-		if got := fileValue(t, root, h, BurstableDir); got != fmt.Sprint(sum) {
-			t.Fatalf("Burstable holds %s, want the pods' sum %d", got, sum)
+		if got := fileValue(t, root, h, l.Burstable); got != sum {
+			t.Fatalf("Burstable holds %d, want the pods' sum %d", got, sum)
 		}
 		if ok, _ := b.RepairBurstable(slices.Values(pods)); ok {
 			t.Fatal("a repaired QoS weight was written again")
 		}
-		setQoS(sum - 1) // kubelet's own update, rounded differently
+		setWeight(t, root, h, l.Burstable, sum-1) // kubelet's own update, rounded differently
 		if ok, _ := b.RepairBurstable(slices.Values(pods)); ok {
 			t.Fatal("kubelet's own sum was overwritten")
 		}
 
 		// A pod without a CPU request (minimum weight) counts 0, as in kubelet.
-		if err := h.WriteWeight(pods[1], h.Native(fairness.MinShares)); err != nil {
-			t.Fatal(err)
-		}
-		setQoS(h.Native(fairness.MinShares))
+		setWeight(t, root, h, pods[1], h.Native(fairness.MinShares))
+		setWeight(t, root, h, l.Burstable, h.Native(fairness.MinShares))
 		if ok, err := b.RepairBurstable(slices.Values(pods)); !ok || err != nil {
 			t.Fatalf("repair = %v, %v; want a write", ok, err)
 		}
-		if got := fileValue(t, root, h, BurstableDir); got != fmt.Sprint(h.Native(perPod)) {
-			t.Fatalf("Burstable holds %s, want poda's %d alone", got, h.Native(perPod))
+		if got := fileValue(t, root, h, l.Burstable); got != perPod {
+			t.Fatalf("Burstable holds %d, want a's %d alone", got, perPod)
 		}
 		// No Burstable pod with a request: nothing to repair.
 		if ok, err := b.RepairBurstable(slices.Values(pods[2:])); ok || err != nil {

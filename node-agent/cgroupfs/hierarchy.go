@@ -1,8 +1,9 @@
 // Package cgroupfs is the only code in kubefair that touches the cgroup
-// filesystem. It finds kubelet's pod cgroups, reads their CPU weight and
-// usage, and writes their weight through github.com/containerd/cgroups/v3,
+// filesystem. It finds kubelet's pod cgroups — cgroupfs or systemd
+// driver, below kubelet's cgroup root —, reads their CPU weight, usage and
+// waiting, and writes their weight through github.com/containerd/cgroups/v3,
 // for cgroup v1 (cpu.shares) and v2 (cpu.weight) alike. Every path it
-// accepts lies below <root>/…/kubepods; anything else is refused.
+// accepts lies below kubelet's kubepods cgroup; anything else is refused.
 package cgroupfs
 
 import (
@@ -32,19 +33,23 @@ const (
 	V2 Mode = 2
 )
 
-// KubepodsDir is kubelet's top cgroup (cgroupfs driver). The agent never
-// writes above or beside it.
-const KubepodsDir = "/kubepods"
-
 // Hierarchy is one node's cgroup tree, rooted at --cgroup-root.
 type Hierarchy struct {
 	Mode Mode
 	// cpu and cpuacct are the mounts of the cpu and cpuacct controllers
 	// (v1; the same directory when co-mounted), or the unified root (v2).
 	cpu, cpuacct string
-	// kubeletRoot is kubelet's --cgroup-root, the cgroup that holds
-	// kubepods, as runtimes spell cgroup paths ("/" by default).
+	// kubeletRoot is kubelet's cgroupRoot, the cgroup that holds kubepods,
+	// as runtimes spell cgroup paths ("/" by default). Every cgroup path
+	// the package takes or gives is relative to it.
 	kubeletRoot string
+	// driver is kubelet's cgroup driver as configured (AutoDriver: find
+	// it); layout is kubelet's layout once found (zero until then).
+	driver Driver
+	layout Layout
+	// noPressure is set once a cgroup had no readable cpu.pressure (cgroup
+	// v1, or a kernel without PSI): waiting then comes from schedstat.
+	noPressure bool
 	// files keeps the usage and weight files read every period open;
 	// handles keeps the cgroups written every period loaded.
 	files   *statfile.Files
@@ -59,11 +64,11 @@ func Detect(root string) (*Hierarchy, error) {
 		if !strings.Contains(" "+strings.TrimSpace(string(data))+" ", " cpu ") {
 			return nil, fmt.Errorf("cgroup v2 at %s has no cpu controller enabled", root)
 		}
-		return &Hierarchy{Mode: V2, cpu: root, cpuacct: root, kubeletRoot: "/", files: &statfile.Files{}, handles: &handles{}}, nil
+		return &Hierarchy{Mode: V2, cpu: root, cpuacct: root, kubeletRoot: "/", driver: AutoDriver, files: &statfile.Files{}, handles: &handles{}}, nil
 	}
 	// v1: root/cpu is the cpu controller (a directory, or the usual symlink
 	// to a co-mounted cpu,cpuacct); containerd/cgroups expects that name.
-	h := &Hierarchy{Mode: V1, kubeletRoot: "/", files: &statfile.Files{}, handles: &handles{}}
+	h := &Hierarchy{Mode: V1, kubeletRoot: "/", driver: AutoDriver, files: &statfile.Files{}, handles: &handles{}}
 	if isFile(filepath.Join(root, "cpu", "cpu.shares")) {
 		h.cpu = filepath.Join(root, "cpu")
 	}
@@ -79,23 +84,68 @@ func Detect(root string) (*Hierarchy, error) {
 	return h, nil
 }
 
-// Below is the hierarchy as kubelet sees it when it runs with
-// --cgroup-root=kubeletRoot: kubepods lies below that cgroup, and runtimes
-// spell container cgroups from the controller's root ("<kubeletRoot>/kubepods/…").
-func (h *Hierarchy) Below(kubeletRoot string) (*Hierarchy, error) {
+// ForKubelet is the hierarchy as kubelet uses it with the given
+// cgroupDriver and cgroupRoot: kubepods lies below that cgroup, named as
+// the driver names it, and runtimes spell container cgroups from the
+// controllers' root ("<kubeletRoot>/kubepods/…", or systemd's
+// "slice:prefix:name").
+func (h *Hierarchy) ForKubelet(driver Driver, kubeletRoot string) (*Hierarchy, error) {
 	if kubeletRoot == "" {
 		kubeletRoot = "/"
 	}
 	if !path.IsAbs(kubeletRoot) || path.Clean(kubeletRoot) != kubeletRoot {
-		return nil, fmt.Errorf("kubelet cgroup root %q: want an absolute, clean cgroup path such as / or /kubelet", kubeletRoot)
+		return nil, fmt.Errorf("kubelet cgroup root %q: want an absolute, clean cgroup path such as / or /kubelet.slice", kubeletRoot)
+	}
+	if driver == "" {
+		driver = AutoDriver
+	}
+	if driver == Systemd && kubeletRoot != "/" && !strings.HasSuffix(kubeletRoot, ".slice") {
+		return nil, fmt.Errorf("kubelet cgroup root %q: with the systemd driver it is a slice, such as /kubelet.slice", kubeletRoot)
 	}
 	if h.kubeletRoot != "/" {
 		return nil, fmt.Errorf("hierarchy already below %s", h.kubeletRoot)
 	}
 	b := *h
-	b.kubeletRoot = kubeletRoot
+	b.kubeletRoot, b.driver, b.layout = kubeletRoot, driver, Layout{}
 	b.files, b.handles = &statfile.Files{}, &handles{} // keyed by paths below the new root
 	return &b, nil
+}
+
+// LayoutNotFoundError says that kubelet's pod cgroups are not where the
+// agent looked: kubelet is not running yet, or it uses another cgroup
+// root or driver than the agent was told.
+type LayoutNotFoundError struct {
+	// Looked are the directories the agent looked for.
+	Looked []string
+}
+
+func (e *LayoutNotFoundError) Error() string {
+	return fmt.Sprintf("no kubelet pod cgroups: none of %s exists (check --cgroup-driver and --kubelet-cgroup-root against kubelet's cgroupDriver and cgroupRoot)", strings.Join(e.Looked, ", "))
+}
+
+// Layout is kubelet's layout on this node: the configured driver's, or
+// with AutoDriver whichever of systemd's and cgroupfs's exists (systemd's
+// first). Once found it is kept; until then every call looks again, so an
+// agent that starts before kubelet finds it later.
+func (h *Hierarchy) Layout() (Layout, error) {
+	if h.layout.Kubepods != "" {
+		return h.layout, nil
+	}
+	drivers := []Driver{h.driver}
+	if h.driver == AutoDriver {
+		drivers = []Driver{Systemd, Cgroupfs}
+	}
+	var looked []string
+	for _, d := range drivers {
+		l := layoutFor(d, h.kubeletRoot)
+		dir := h.cpuDir(l.Kubepods)
+		if isDir(dir) {
+			h.layout = l
+			return l, nil
+		}
+		looked = append(looked, dir)
+	}
+	return Layout{}, &LayoutNotFoundError{Looked: looked}
 }
 
 // cpuDir and acctDir are a pod's cgroup directories in the cpu and cpuacct
@@ -104,6 +154,10 @@ func (h *Hierarchy) Below(kubeletRoot string) (*Hierarchy, error) {
 // and these run several hundred times a period.)
 func (h *Hierarchy) cpuDir(cgroup string) string  { return h.cpu + h.hostPath(cgroup) }
 func (h *Hierarchy) acctDir(cgroup string) string { return h.cpuacct + h.hostPath(cgroup) }
+// Where is the directory of a cgroup (a path below kubelet's root) in the
+// cpu controller, for messages that tell a user where to look.
+func (h *Hierarchy) Where(cgroup string) string { return h.cpuDir(cgroup) }
+
 func (h *Hierarchy) hostPath(cgroup string) string {
 	if h.kubeletRoot == "/" {
 		return cgroup
@@ -112,15 +166,15 @@ func (h *Hierarchy) hostPath(cgroup string) string {
 }
 
 // FromRuntime maps a container's cgroup as its runtime spells it (the OCI
-// spec's linux.cgroupsPath; kubelet's cgroupfs driver gives
-// "<kubelet root>/kubepods/burstable/pod<uid>/<id>") to a path in this
-// hierarchy. It is false for a path outside kubelet's root or in the
-// systemd driver's "slice:prefix:name" form (not supported yet).
+// spec's linux.cgroupsPath: cgroupfs's "<kubelet root>/kubepods/burstable/
+// pod<uid>/<id>", or systemd's "kubepods-burstable-pod<uid>.slice:
+// cri-containerd:<id>") to a path in this hierarchy. It is false for a
+// cgroup outside kubelet's kubepods.
 func (h *Hierarchy) FromRuntime(cgroupsPath string) (string, bool) {
-	if cgroupsPath == "" || strings.Count(cgroupsPath, ":") == 2 {
+	p, ok := runtimePath(cgroupsPath)
+	if !ok {
 		return "", false
 	}
-	p := path.Clean("/" + cgroupsPath)
 	if h.kubeletRoot != "/" {
 		rest, ok := strings.CutPrefix(p, h.kubeletRoot+"/")
 		if !ok {
@@ -128,7 +182,7 @@ func (h *Hierarchy) FromRuntime(cgroupsPath string) (string, bool) {
 		}
 		p = "/" + rest
 	}
-	if checkPath(p) != nil {
+	if h.checkPath(p) != nil {
 		return "", false
 	}
 	return p, true
@@ -138,10 +192,13 @@ func isDir(p string) bool  { st, err := os.Stat(p); return err == nil && st.IsDi
 func isFile(p string) bool { st, err := os.Stat(p); return err == nil && !st.IsDir() }
 
 // checkPath refuses anything that is not below kubepods.
-func checkPath(cgroup string) error {
-	clean := path.Clean("/" + cgroup)
-	if clean != cgroup || !strings.HasPrefix(clean, KubepodsDir+"/") {
-		return fmt.Errorf("cgroup %q is outside %s; kubefair only touches pod cgroups", cgroup, KubepodsDir)
+func (h *Hierarchy) checkPath(cgroup string) error {
+	l, err := h.Layout()
+	if err != nil {
+		return err
+	}
+	if !l.Contains(cgroup) {
+		return fmt.Errorf("cgroup %q is outside %s; kubefair only touches pod cgroups", cgroup, l.Kubepods)
 	}
 	return nil
 }
@@ -166,10 +223,26 @@ func (h *Hierarchy) Shares(native uint64) uint64 {
 
 func clampShares(s uint64) uint64 { return min(max(s, fairness.MinShares), fairness.MaxShares) }
 
+// maxNative is the largest weight the hierarchy stores.
+func (h *Hierarchy) maxNative() uint64 {
+	if h.Mode == V2 {
+		return fairness.MaxWeight
+	}
+	return fairness.MaxShares
+}
+
+// clampNative keeps a native weight in the hierarchy's range.
+func (h *Hierarchy) clampNative(w uint64) uint64 {
+	if h.Mode == V2 {
+		return min(max(w, fairness.MinWeight), fairness.MaxWeight)
+	}
+	return clampShares(w)
+}
+
 // ReadWeight reads a cgroup's CPU weight in native units (cpu.shares or
 // cpu.weight). os.ErrNotExist means the cgroup is gone.
 func (h *Hierarchy) ReadWeight(cgroup string) (uint64, error) {
-	if err := checkPath(cgroup); err != nil {
+	if err := h.checkPath(cgroup); err != nil {
 		return 0, err
 	}
 	file := "cpu.shares"
@@ -181,7 +254,7 @@ func (h *Hierarchy) ReadWeight(cgroup string) (uint64, error) {
 
 // WriteWeight sets a cgroup's CPU weight, given in native units.
 func (h *Hierarchy) WriteWeight(cgroup string, native uint64) error {
-	if err := checkPath(cgroup); err != nil {
+	if err := h.checkPath(cgroup); err != nil {
 		return err
 	}
 	// Update creates a missing cgroup: make sure kubelet has not removed it.
@@ -252,7 +325,7 @@ type handle struct {
 // UsageNanoseconds is the CPU time all tasks in the cgroup and below have
 // used since it was created.
 func (h *Hierarchy) UsageNanoseconds(cgroup string) (uint64, error) {
-	if err := checkPath(cgroup); err != nil {
+	if err := h.checkPath(cgroup); err != nil {
 		return 0, err
 	}
 	return h.usage(cgroup)
@@ -299,7 +372,7 @@ func (h *Hierarchy) Sweep() {
 
 // Procs lists the processes in the cgroup and every cgroup below it.
 func (h *Hierarchy) Procs(cgroup string) ([]int, error) {
-	if err := checkPath(cgroup); err != nil {
+	if err := h.checkPath(cgroup); err != nil {
 		return nil, err
 	}
 	var pids []int
@@ -323,7 +396,7 @@ func (h *Hierarchy) Procs(cgroup string) ([]int, error) {
 // pids: cheaper than Procs for a container's cgroup, which has no
 // children. os.ErrNotExist means the cgroup is gone.
 func (h *Hierarchy) AppendProcs(pids []int, cgroup string) ([]int, error) {
-	if err := checkPath(cgroup); err != nil {
+	if err := h.checkPath(cgroup); err != nil {
 		return pids, err
 	}
 	return appendProcs(pids, h.cpuDir(cgroup))
@@ -373,35 +446,34 @@ func parsePIDs(pids []int, pid int, data []byte) ([]int, int) {
 	return pids, pid
 }
 
-// PodCgroup is one pod's cgroup as kubelet's cgroupfs driver lays it out.
+// PodCgroup is one pod's cgroup as kubelet lays it out.
 type PodCgroup struct {
 	UID string
-	// Path is relative to the controller root, e.g. /kubepods/burstable/pod<uid>.
+	// Path is below kubelet's cgroup root, e.g. /kubepods/burstable/pod<uid>
+	// or /kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice.
 	Path string
-	// Containers are the container cgroups' directory names (container ids).
+	// Containers are the container cgroups' directory names (cgroupfs: the
+	// container ids; systemd: cri-containerd-<id>.scope).
 	Containers []string
 }
 
-// Pods lists kubelet's pod cgroups: kubepods/pod<uid> (Guaranteed) and
-// kubepods/{burstable,besteffort}/pod<uid>.
+// Pods lists kubelet's pod cgroups: Guaranteed pods in kubepods itself,
+// the others in their QoS class's cgroup. A *LayoutNotFoundError means
+// kubepods is not where the agent looks.
 func (h *Hierarchy) Pods() ([]PodCgroup, error) {
+	l, err := h.Layout()
+	if err != nil {
+		return nil, err
+	}
 	var pods []PodCgroup
-	for _, parent := range []string{KubepodsDir, KubepodsDir + "/burstable", KubepodsDir + "/besteffort"} {
-		entries, err := os.ReadDir(h.cpuDir(parent))
+	for _, parent := range l.PodParents() {
+		children, err := h.PodsIn(parent)
 		if err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				continue
-			}
 			return nil, err
 		}
-		for _, e := range entries {
-			uid, ok := strings.CutPrefix(e.Name(), "pod")
-			if !e.IsDir() || !ok || uid == "" {
-				continue
-			}
-			pod := PodCgroup{UID: uid, Path: parent + "/" + e.Name()}
-			children, _ := os.ReadDir(h.cpuDir(pod.Path))
-			for _, c := range children {
+		for _, pod := range children {
+			entries, _ := os.ReadDir(h.cpuDir(pod.Path))
+			for _, c := range entries {
 				if c.IsDir() {
 					pod.Containers = append(pod.Containers, c.Name())
 				}
@@ -410,6 +482,80 @@ func (h *Hierarchy) Pods() ([]PodCgroup, error) {
 		}
 	}
 	return pods, nil
+}
+
+// PodsIn lists the pod cgroups directly in parent (one of the layout's
+// PodParents), without their containers. A parent that does not exist
+// (no pod of that QoS class yet) has none.
+func (h *Hierarchy) PodsIn(parent string) ([]PodCgroup, error) {
+	l, err := h.Layout()
+	if err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(h.cpuDir(parent))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var pods []PodCgroup
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		if uid, ok := l.podUID(parent, e.Name()); ok {
+			pods = append(pods, PodCgroup{UID: uid, Path: parent + "/" + e.Name()})
+		}
+	}
+	return pods, nil
+}
+
+// WaitNanoseconds is the time some task in the cgroup was runnable but
+// waiting for a CPU since the cgroup was created, from its cpu.pressure
+// ("some" line, pressure stall information). ok is false where there is
+// none — cgroup v1, or a kernel without PSI (or booted with psi=0) —
+// and stays false from then on: the agent then sums the threads' waits
+// from /proc schedstat instead.
+func (h *Hierarchy) WaitNanoseconds(cgroup string) (ns uint64, ok bool, err error) {
+	if h.Mode != V2 || h.noPressure {
+		return 0, false, nil
+	}
+	if err := h.checkPath(cgroup); err != nil {
+		return 0, false, err
+	}
+	err = h.files.Read(h.cpuDir(cgroup)+"/cpu.pressure", func(data []byte) error {
+		v, found := pressureTotal(data)
+		if !found {
+			return fmt.Errorf("%s/cpu.pressure has no total on its some line", cgroup)
+		}
+		ns = v * 1000
+		return nil
+	})
+	switch {
+	case err == nil:
+		return ns, true, nil
+	case errors.Is(err, syscall.EOPNOTSUPP) || (errors.Is(err, os.ErrNotExist) && isDir(h.cpuDir(cgroup))):
+		h.noPressure = true // the kernel has no PSI for cgroups
+		return 0, false, nil
+	}
+	return 0, false, err
+}
+
+// pressureTotal reads "some avg10=… avg60=… avg300=… total=<µs>".
+func pressureTotal(data []byte) (uint64, bool) {
+	line, _, _ := strings.Cut(string(data), "\n")
+	rest, ok := strings.CutPrefix(line, "some ")
+	if !ok {
+		return 0, false
+	}
+	for _, f := range strings.Fields(rest) {
+		if v, ok := strings.CutPrefix(f, "total="); ok {
+			n, err := strconv.ParseUint(v, 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }
 
 // readUint reads a one-number file, kept open between periods.

@@ -24,9 +24,11 @@ type Pod struct {
 	// Cgroup is the pod's cgroup relative to the agent's cgroup root,
 	// e.g. "kubepods/burstable/pod<uid>".
 	Cgroup string
-	// Shares is the desired pod weight in cgroup v1 cpu.shares units
-	// (2..262144); a v2 writer converts it.
-	Shares       uint64
+	// Weight is the pod's desired cgroup weight in the node's native units
+	// (cpu.shares on cgroup v1, cpu.weight on v2), as a part of the sum of
+	// kubelet's weights of the tenants' pods. It may be fractional: the
+	// cgroup backend scales all pods of one QoS cgroup alike for resolution.
+	Weight       float64
 	ThreadPolicy fairness.ThreadPolicy
 	Processes    []Process
 }

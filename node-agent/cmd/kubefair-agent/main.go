@@ -45,7 +45,8 @@ func main() {
 func run() error {
 	nodeName := flag.String("node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME, from the downward API)")
 	cgroupRoot := flag.String("cgroup-root", "/sys/fs/cgroup", "where the host's cgroup filesystem is mounted; only <root>/…/kubepods is touched")
-	kubeletCgroupRoot := flag.String("kubelet-cgroup-root", "/", "kubelet's --cgroup-root: the cgroup that holds kubepods")
+	kubeletCgroupRoot := flag.String("kubelet-cgroup-root", "/", "kubelet's cgroupRoot: the cgroup that holds kubepods (with the systemd driver a slice, e.g. /kubelet.slice)")
+	cgroupDriver := flag.String("cgroup-driver", "auto", "kubelet's cgroupDriver: cgroupfs, systemd, or auto (whichever layout the node has, systemd's first)")
 	procRoot := flag.String("proc-root", "/proc", "where the host's /proc is (threads and their scheduler statistics)")
 	period := flag.Duration("period", time.Second, "how often to measure and enforce")
 	reportPeriod := flag.Duration("report-period", 10*time.Second, "how often to write this node's NodeShareReport")
@@ -84,7 +85,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if hier, err = hier.Below(*kubeletCgroupRoot); err != nil {
+	driver, err := cgroupfs.ParseDriver(*cgroupDriver)
+	if err != nil {
+		return err
+	}
+	if hier, err = hier.ForKubelet(driver, *kubeletCgroupRoot); err != nil {
 		return err
 	}
 	cgroups, err := cgroupfs.NewBackend(hier, *stateDir)

@@ -224,7 +224,7 @@ func (w *world) log(component string) logr.Logger {
 func (w *world) hierarchy() *cgroupfs.Hierarchy {
 	h, err := cgroupfs.Detect(podcgroups.HostCgroupRoot)
 	if err == nil {
-		h, err = h.Below(w.tree.KubeletRoot)
+		h, err = h.ForKubelet(cgroupfs.Cgroupfs, w.tree.KubeletRoot)
 	}
 	if err != nil {
 		w.t.Fatal(err)

@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"math"
+	"path"
 	"testing"
 	"time"
 
@@ -36,10 +38,13 @@ func TestFaults(t *testing.T) {
 		last = s
 		return len(s.Plan.Pods), s.Result.Drift, s.Result.Writes
 	}
+	// scale is the factor the backend gives a pod's QoS cgroup (1 unless
+	// its weights are too small to split finely).
+	scale := func(cgroup string) int { return int(max(last.Scales[path.Dir(cgroup)], 1)) }
 	planned := func(cgroup string) int {
 		for _, p := range last.Plan.Pods {
 			if p.Cgroup == cgroup {
-				return int(p.Shares)
+				return int(math.Round(p.Weight * float64(scale(cgroup))))
 			}
 		}
 		return -1
@@ -74,7 +79,7 @@ func TestFaults(t *testing.T) {
 	}
 
 	// fa gives up its namespace: its pod leaves the tenant and gets kubelet's
-	// value back.
+	// value back (scaled as the rest of its QoS cgroup).
 	var fa kubefairv1.Tenant
 	if err := w.k8s.Get(context.Background(), client.ObjectKey{Name: "fa"}, &fa); err != nil {
 		t.Fatal(err)
@@ -87,7 +92,7 @@ func TestFaults(t *testing.T) {
 	waitFor(t, "the pod that left its tenant back at kubelet's value", func() bool {
 		step()
 		s, _ := w.tree.Shares(left)
-		return s == podcgroups.KubeletShares
+		return s == podcgroups.KubeletShares*scale(left)
 	})
 
 	// The agent restarts: the new one knows kubelet's originals from the
