@@ -53,24 +53,25 @@ func runCluster(stockFor, kubefairFor time.Duration, keep bool) (err error) {
 		return err
 	}
 	tools := scenario.Tools{Cluster: c, Helm: os.Getenv("HELM")}
+	sc := scenario.Full
 
 	say("helm install kubefair charts/kubefair (the agent off for now: stock Kubernetes)")
 	if err := tools.InstallKubefair(ctx, false); err != nil {
 		return err
 	}
 	say("creating pricing tiers, tenants and their Deployments of CPU burners")
-	if err := scenario.Create(ctx, k, 2*time.Minute); err != nil {
+	if err := sc.Create(ctx, k, 2*time.Minute); err != nil {
 		return err
 	}
 	fmt.Println()
-	for _, tn := range scenario.Tenants {
+	for _, tn := range sc.Tenants {
 		for _, w := range tn.Workloads {
 			fmt.Printf("  tenant %-9s tier %-7s %-9s %2d pod(s) × %d threads\n", tn.Name, tn.Tier, w.Name, w.Pods, w.Threads)
 		}
 	}
 
 	say(fmt.Sprintf("stock Kubernetes for %s: every pod gets kubelet's equal cpu.shares", stockFor))
-	stock, err := scenario.Measure(ctx, k, stockFor)
+	stock, err := sc.Measure(ctx, k, stockFor, scenario.HostUsage)
 	if err != nil {
 		return err
 	}
@@ -82,7 +83,7 @@ func runCluster(stockFor, kubefairFor time.Duration, keep bool) (err error) {
 	deadline := time.Now().Add(kubefairFor)
 	var last scenario.Shares
 	for time.Now().Before(deadline) {
-		if last, err = scenario.Measure(ctx, k, 10*time.Second); err != nil {
+		if last, err = sc.Measure(ctx, k, 10*time.Second, scenario.HostUsage); err != nil {
 			return err
 		}
 		out, err := tools.Kubectl(ctx, "get", "tenants")
@@ -95,8 +96,8 @@ func runCluster(stockFor, kubefairFor time.Duration, keep bool) (err error) {
 	fmt.Printf("\nstock vs kubefair, same run (share of the CPU the tenants' pods used; kubefair over the last 10 s):\n")
 	w := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(w, "TENANT\tTIER\tPODS\tENTITLED\tSTOCK\tKUBEFAIR")
-	entitled := scenario.EntitledShares()
-	for _, tn := range scenario.Tenants {
+	entitled := sc.EntitledShares()
+	for _, tn := range sc.Tenants {
 		fmt.Fprintf(w, "%s\t%s\t%d\t%.1f%%\t%.1f%%\t%.1f%%\n", tn.Name, tn.Tier, tn.Pods(), 100*entitled[tn.Name], 100*stock.Tenant[tn.Name], 100*last.Tenant[tn.Name])
 	}
 	_ = w.Flush()

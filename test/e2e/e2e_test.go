@@ -63,19 +63,20 @@ func TestEndToEnd(t *testing.T) {
 		}
 		checkHostRestored(t, before)
 	})
-	w := &world{t: t, c: c, k8s: newClient(t, c), ctx: ctx, tools: scenario.Tools{Cluster: c, Helm: os.Getenv("HELM")}}
+	w := &world{t: t, c: c, k8s: newClient(t, c), ctx: ctx, tools: scenario.Tools{Cluster: c, Helm: os.Getenv("HELM")},
+		sc: scenario.Full, node: c.NodeName(), cpu: scenario.HostUsage}
 
 	// Stock first: the chart without the agent.
 	if err := w.tools.InstallKubefair(ctx, false); err != nil {
 		t.Fatal(err)
 	}
 	w.waitReady(time.Minute, 1, "the controller", client.InNamespace(namespace))
-	if err := scenario.Create(ctx, w.k8s, 2*time.Minute); err != nil {
+	if err := w.sc.Create(ctx, w.k8s, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second)
 	stock := w.measure()
-	for _, tn := range scenario.Tenants {
+	for _, tn := range w.sc.Tenants {
 		for _, p := range w.pods(client.InNamespace(tn.Namespace)) {
 			if got := w.shares(p); got != scenario.KubeletShares(p) {
 				t.Fatalf("stock: pod %s/%s has cpu.shares %d, want kubelet's %d for %s", p.Namespace, p.Name, got, scenario.KubeletShares(p), scenario.CPURequest)
@@ -224,7 +225,7 @@ func TestEndToEnd(t *testing.T) {
 			}
 			return len(list.Items) == 0, fmt.Sprintf("%d kubefair pods left", len(list.Items))
 		})
-		for _, tn := range scenario.Tenants {
+		for _, tn := range w.sc.Tenants {
 			for _, p := range w.pods(client.InNamespace(tn.Namespace)) {
 				if got, want := w.shares(p), scenario.KubeletShares(p); got != want {
 					t.Errorf("after uninstall pod %s/%s has cpu.shares %d, want kubelet's %d", p.Namespace, p.Name, got, want)
@@ -232,7 +233,7 @@ func TestEndToEnd(t *testing.T) {
 			}
 		}
 		var tenants kubefairv1.TenantList
-		if err := w.k8s.List(w.ctx, &tenants); err != nil || len(tenants.Items) != len(scenario.Tenants) {
+		if err := w.k8s.List(w.ctx, &tenants); err != nil || len(tenants.Items) != len(w.sc.Tenants) {
 			t.Errorf("tenants after uninstall: %d, %v (the CRDs and tenants are kept)", len(tenants.Items), err)
 		}
 	})
@@ -243,7 +244,7 @@ func (w *world) with(t *testing.T) *world { c := *w; c.t = t; return &c }
 
 func (w *world) groups() map[string][]corev1.Pod {
 	w.t.Helper()
-	g, err := scenario.Groups(w.ctx, w.k8s)
+	g, err := w.sc.Groups(w.ctx, w.k8s)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -252,7 +253,7 @@ func (w *world) groups() map[string][]corev1.Pod {
 
 func (w *world) allScenarioPods() map[string]corev1.Pod {
 	out := map[string]corev1.Pod{}
-	for _, tn := range scenario.Tenants {
+	for _, tn := range w.sc.Tenants {
 		for _, p := range w.pods(client.InNamespace(tn.Namespace)) {
 			out[string(p.UID)] = p
 		}
@@ -286,7 +287,7 @@ func (w *world) measureN(n int) scenario.Shares {
 	samples := map[string][]float64{}
 	var vm []float64
 	for i := 0; i < n; i++ {
-		s, err := scenario.Measure(w.ctx, w.k8s, window)
+		s, err := w.sc.Measure(w.ctx, w.k8s, window, w.cpu)
 		if err != nil {
 			w.t.Fatal(err)
 		}
@@ -315,11 +316,11 @@ func median(v []float64) float64 {
 }
 
 func (w *world) printComparison(stock, kf scenario.Shares) {
-	entitled := scenario.EntitledShares()
+	entitled := w.sc.EntitledShares()
 	var b strings.Builder
 	fmt.Fprintf(&b, "stock vs kubefair, same run (share of the CPU the tenants' pods used; median of %d × %s):\n", windows, window)
 	fmt.Fprintf(&b, "%-9s %-7s %4s %7s %8s %9s %9s %8s\n", "TENANT", "TIER", "PODS", "THREADS", "ENTITLED", "STOCK", "KUBEFAIR", "KF-ERR")
-	for _, tn := range scenario.Tenants {
+	for _, tn := range w.sc.Tenants {
 		threads := 0
 		for _, wl := range tn.Workloads {
 			threads += wl.Pods * wl.Threads
@@ -335,7 +336,7 @@ func (w *world) printComparison(stock, kf scenario.Shares) {
 // checkShares: every tenant within the bound of its entitlement.
 func (w *world) checkShares(when string, got scenario.Shares) {
 	w.t.Helper()
-	for name, want := range scenario.EntitledShares() {
+	for name, want := range w.sc.EntitledShares() {
 		if d := 100 * math.Abs(got.Tenant[name]-want); d > boundPoints {
 			w.t.Errorf("%s: tenant %s got %.1f%%, entitled %.1f%%: %.1f points off (bound %.0f)", when, name, 100*got.Tenant[name], 100*want, d, boundPoints)
 		}
@@ -354,10 +355,10 @@ func (w *world) checkVMs(when string, got scenario.Shares) {
 func (w *world) checkStock(stock scenario.Shares) {
 	w.t.Helper()
 	var pods int
-	for _, tn := range scenario.Tenants {
+	for _, tn := range w.sc.Tenants {
 		pods += tn.Pods()
 	}
-	for _, tn := range scenario.Tenants {
+	for _, tn := range w.sc.Tenants {
 		byPods := float64(tn.Pods()) / float64(pods)
 		if d := 100 * math.Abs(stock.Tenant[tn.Name]-byPods); d > 3 {
 			w.t.Errorf("stock: tenant %s got %.1f%%, pod count says %.1f%%", tn.Name, 100*stock.Tenant[tn.Name], 100*byPods)
@@ -369,7 +370,7 @@ func (w *world) checkStock(stock scenario.Shares) {
 func (w *world) report() kubefairv1.NodeShareReport {
 	w.t.Helper()
 	var r kubefairv1.NodeShareReport
-	if err := w.k8s.Get(w.ctx, client.ObjectKey{Name: w.c.NodeName()}, &r); err != nil {
+	if err := w.k8s.Get(w.ctx, client.ObjectKey{Name: w.node}, &r); err != nil {
 		w.t.Fatalf("the node's report: %v", err)
 	}
 	return r
@@ -382,11 +383,11 @@ func (w *world) waitReport(since time.Time, notBoot string) string {
 	var boot string
 	w.eventually(60*time.Second, "a new NodeShareReport", func() (bool, string) {
 		var r kubefairv1.NodeShareReport
-		if err := w.k8s.Get(w.ctx, client.ObjectKey{Name: w.c.NodeName()}, &r); err != nil {
+		if err := w.k8s.Get(w.ctx, client.ObjectKey{Name: w.node}, &r); err != nil {
 			return false, err.Error()
 		}
 		boot = r.BootID
-		return r.ObservedTime.Time.After(since) && r.BootID != notBoot && len(r.Tenants) == len(scenario.Tenants),
+		return r.ObservedTime.Time.After(since) && r.BootID != notBoot && len(r.Tenants) == len(w.sc.Tenants),
 			fmt.Sprintf("observed %s boot %s tenants %d", r.ObservedTime, r.BootID, len(r.Tenants))
 	})
 	return boot
@@ -423,7 +424,7 @@ func (w *world) checkStatus() {
 			statusErr[tn.Name] = append(statusErr[tn.Name], a-e)
 		}
 	}
-	for _, tn := range scenario.Tenants {
+	for _, tn := range w.sc.Tenants {
 		if d := median(achievedMinusEntitled[tn.Name]); math.Abs(d) > boundPoints {
 			w.t.Errorf("the node's report: %s achieved − entitled = %+.1f points (median of %d reports): %v", tn.Name, d, reports, achievedMinusEntitled[tn.Name])
 		}

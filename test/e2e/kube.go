@@ -29,6 +29,11 @@ type world struct {
 	k8s   client.Client
 	ctx   context.Context
 	tools scenario.Tools
+	// sc is the scenario under test, node the node its pods run on, and
+	// cpu reads their CPU time there.
+	sc   scenario.Scenario
+	node string
+	cpu  scenario.Usage
 }
 
 func newClient(t *testing.T, c *cluster.Cluster) client.Client {
@@ -132,9 +137,9 @@ func (w *world) shares(p corev1.Pod) int64 {
 }
 func (w *world) usage(p corev1.Pod) int64 {
 	w.t.Helper()
-	u, err := scenario.CPUUsage(p)
+	u, err := w.cpu(w.ctx, []corev1.Pod{p})
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	return u
+	return u[p.UID]
 }

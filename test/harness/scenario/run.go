@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefair/kubefair/test/harness/cluster"
@@ -80,6 +81,24 @@ func ChartValues(c *cluster.Cluster) []string {
 	}
 }
 
+// Usage reads pods' cumulative CPU time, in nanoseconds, on the node
+// they run on.
+type Usage func(ctx context.Context, pods []corev1.Pod) (map[types.UID]int64, error)
+
+// HostUsage reads it from this host's cgroup v1 (the local cluster's host
+// node: cgroupfs driver, Burstable pods).
+func HostUsage(_ context.Context, pods []corev1.Pod) (map[types.UID]int64, error) {
+	out := map[types.UID]int64{}
+	for _, p := range pods {
+		u, err := CPUUsage(p)
+		if err != nil {
+			return nil, err
+		}
+		out[p.UID] = u
+	}
+	return out, nil
+}
+
 // PodCgroup is a Burstable pod's cgroup below one controller's mount (the
 // cgroupfs driver's layout on cgroup v1).
 func PodCgroup(controller string, p corev1.Pod) string {
@@ -100,7 +119,8 @@ func KubeletShares(p corev1.Pod) int64 {
 	return milli * 1024 / 1000
 }
 
-// CPUUsage is a pod's cumulative CPU time (cpuacct), in nanoseconds.
+// CPUUsage is a pod's cumulative CPU time (cpuacct) on this host, in
+// nanoseconds.
 func CPUUsage(p corev1.Pod) (int64, error) {
 	b, err := os.ReadFile(filepath.Join(PodCgroup("cpuacct", p), "cpuacct.usage"))
 	if err != nil {
@@ -111,9 +131,9 @@ func CPUUsage(p corev1.Pod) (int64, error) {
 
 // Groups are the scenario's running pods by what is measured: each
 // tenant, and each VM ("vm-large", "vm-small").
-func Groups(ctx context.Context, k client.Client) (map[string][]corev1.Pod, error) {
+func (s Scenario) Groups(ctx context.Context, k client.Client) (map[string][]corev1.Pod, error) {
 	out := map[string][]corev1.Pod{}
-	for _, tn := range Tenants {
+	for _, tn := range s.Tenants {
 		var list corev1.PodList
 		if err := k.List(ctx, &list, client.InNamespace(tn.Namespace)); err != nil {
 			return nil, err
@@ -139,26 +159,35 @@ type Shares struct {
 	VMLarge float64
 }
 
-// Measure measures the scenario's shares over one window.
-func Measure(ctx context.Context, k client.Client, window time.Duration) (Shares, error) {
-	groups, err := Groups(ctx, k)
+// Measure measures the scenario's shares over one window, reading the
+// pods' CPU time with usage.
+func (s Scenario) Measure(ctx context.Context, k client.Client, window time.Duration, usage Usage) (Shares, error) {
+	groups, err := s.Groups(ctx, k)
 	if err != nil {
 		return Shares{}, err
 	}
-	usage := func() (map[string]int64, error) {
+	var pods []corev1.Pod
+	for _, tn := range s.Tenants {
+		pods = append(pods, groups[tn.Name]...)
+	}
+	read := func() (map[string]int64, error) {
+		byPod, err := usage(ctx, pods)
+		if err != nil {
+			return nil, err
+		}
 		out := map[string]int64{}
-		for g, pods := range groups {
-			for _, p := range pods {
-				u, err := CPUUsage(p)
-				if err != nil {
-					return nil, err
+		for g, ps := range groups {
+			for _, p := range ps {
+				u, ok := byPod[p.UID]
+				if !ok {
+					return nil, fmt.Errorf("no CPU usage read for pod %s/%s", p.Namespace, p.Name)
 				}
 				out[g] += u
 			}
 		}
 		return out, nil
 	}
-	before, err := usage()
+	before, err := read()
 	if err != nil {
 		return Shares{}, err
 	}
@@ -167,43 +196,45 @@ func Measure(ctx context.Context, k client.Client, window time.Duration) (Shares
 		return Shares{}, ctx.Err()
 	case <-time.After(window):
 	}
-	after, err := usage()
+	after, err := read()
 	if err != nil {
 		return Shares{}, err
 	}
-	s := Shares{Tenant: map[string]float64{}}
+	out := Shares{Tenant: map[string]float64{}}
 	var total float64
-	for _, tn := range Tenants {
+	for _, tn := range s.Tenants {
 		total += float64(after[tn.Name] - before[tn.Name])
 	}
-	for _, tn := range Tenants {
-		s.Tenant[tn.Name] = float64(after[tn.Name]-before[tn.Name]) / total
+	for _, tn := range s.Tenants {
+		out.Tenant[tn.Name] = float64(after[tn.Name]-before[tn.Name]) / total
 	}
-	large, small := float64(after["vm-large"]-before["vm-large"]), float64(after["vm-small"]-before["vm-small"])
-	s.VMLarge = large / (large + small)
-	return s, nil
+	if s.HasVMs() {
+		large, small := float64(after["vm-large"]-before["vm-large"]), float64(after["vm-small"]-before["vm-small"])
+		out.VMLarge = large / (large + small)
+	}
+	return out, nil
 }
 
 // Create creates the scenario's objects and waits until every burner pod
 // runs.
-func Create(ctx context.Context, k client.Client, timeout time.Duration) error {
-	for _, obj := range Objects() {
+func (s Scenario) Create(ctx context.Context, k client.Client, timeout time.Duration) error {
+	for _, obj := range s.Objects() {
 		if err := k.Create(ctx, obj); err != nil {
 			return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
 		}
 	}
 	want := 0
-	for _, tn := range Tenants {
+	for _, tn := range s.Tenants {
 		want += tn.Pods()
 	}
 	deadline := time.Now().Add(timeout)
 	for {
-		groups, err := Groups(ctx, k)
+		groups, err := s.Groups(ctx, k)
 		if err != nil {
 			return err
 		}
 		running := 0
-		for _, tn := range Tenants {
+		for _, tn := range s.Tenants {
 			running += len(groups[tn.Name])
 		}
 		if running == want {

@@ -54,19 +54,50 @@ const Currency = "EUR"
 // each from kubelet — the stock behaviour kubefair is measured against.
 const CPURequest = "50m"
 
-var (
-	Tiers = []Tier{{"gold", 400, "0.120"}, {"silver", 200, "0.060"}, {"bronze", 100, "0.030"}}
+// Tiers of every scenario.
+var Tiers = []Tier{{"gold", 400, "0.120"}, {"silver", 200, "0.060"}, {"bronze", 100, "0.030"}}
 
-	Tenants = []Tenant{
-		{Name: "checkout", Tier: "gold", Namespace: "checkout", Workloads: []Workload{{Name: "web", Pods: 1, Threads: 4}}},
-		{Name: "search", Tier: "silver", Namespace: "search", BySelector: true, Workloads: []Workload{{Name: "index", Pods: 4, Threads: 2}}},
-		{Name: "batch", Tier: "bronze", Namespace: "batch", Workloads: []Workload{{Name: "jobs", Pods: 12, Threads: 1}}},
-		{Name: "hosting", Tier: "silver", Namespace: "hosting", Workloads: []Workload{
-			{Name: "vm-large", Pods: 1, Threads: 4, Labels: map[string]string{"kubevirt.io/domain": "large"}, Weight: 3},
-			{Name: "vm-small", Pods: 1, Threads: 4, Labels: map[string]string{"kubevirt.io/domain": "small"}, Weight: 1},
-		}},
-	}
+// The tenants: greedy ones with 1, 4 and 12 pods, weights 4:2:1, and one
+// hosting two VMs.
+var (
+	checkout = Tenant{Name: "checkout", Tier: "gold", Namespace: "checkout", Workloads: []Workload{{Name: "web", Pods: 1, Threads: 4}}}
+	search   = Tenant{Name: "search", Tier: "silver", Namespace: "search", BySelector: true, Workloads: []Workload{{Name: "index", Pods: 4, Threads: 2}}}
+	batch    = Tenant{Name: "batch", Tier: "bronze", Namespace: "batch", Workloads: []Workload{{Name: "jobs", Pods: 12, Threads: 1}}}
+	hosting  = Tenant{Name: "hosting", Tier: "silver", Namespace: "hosting", Workloads: []Workload{
+		{Name: "vm-large", Pods: 1, Threads: 4, Labels: map[string]string{"kubevirt.io/domain": "large"}, Weight: 3},
+		{Name: "vm-small", Pods: 1, Threads: 4, Labels: map[string]string{"kubevirt.io/domain": "small"}, Weight: 1},
+	}}
 )
+
+// Scenario is a set of tenants and the node their pods run on.
+type Scenario struct {
+	Tenants []Tenant
+	// Node pins every pod to one node (kubernetes.io/hostname); "" leaves
+	// it to the scheduler.
+	Node string
+}
+
+var (
+	// Full is the end-to-end suite's and the demo's scenario.
+	Full = Scenario{Tenants: []Tenant{checkout, search, batch, hosting}}
+	// Greedy is its greedy tenants alone: 1, 4 and 12 pods weighted 4:2:1.
+	Greedy = Scenario{Tenants: []Tenant{checkout, search, batch}}
+)
+
+// On is the scenario with its pods pinned to node.
+func (s Scenario) On(node string) Scenario { s.Node = node; return s }
+
+// HasVMs tells whether the scenario has the hosting tenant's VMs.
+func (s Scenario) HasVMs() bool {
+	for _, t := range s.Tenants {
+		for _, w := range t.Workloads {
+			if w.Weight > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // TierOf is a tenant's tier.
 func TierOf(t Tenant) Tier {
@@ -90,13 +121,13 @@ func (t Tenant) Pods() int {
 // EntitledShares are the tenants' shares of the CPU the scenario's pods
 // use when every tenant is backlogged and feasible (each has ≥ 2 threads
 // on 2 CPUs): their weights over the sum.
-func EntitledShares() map[string]float64 {
+func (s Scenario) EntitledShares() map[string]float64 {
 	var sum float64
-	for _, t := range Tenants {
+	for _, t := range s.Tenants {
 		sum += float64(TierOf(t).Weight)
 	}
 	out := map[string]float64{}
-	for _, t := range Tenants {
+	for _, t := range s.Tenants {
 		out[t.Name] = float64(TierOf(t).Weight) / sum
 	}
 	return out
@@ -104,7 +135,7 @@ func EntitledShares() map[string]float64 {
 
 // Objects are everything the scenario creates, in creation order: tiers,
 // tenants, namespaces, Deployments.
-func Objects() []client.Object {
+func (s Scenario) Objects() []client.Object {
 	var objs []client.Object
 	for _, tier := range Tiers {
 		objs = append(objs, &kubefairv1.PricingTier{
@@ -112,19 +143,23 @@ func Objects() []client.Object {
 			Spec:       kubefairv1.PricingTierSpec{Weight: tier.Weight, PricePerCPUHour: tier.Price, Currency: Currency},
 		})
 	}
-	for _, t := range Tenants {
+	for _, t := range s.Tenants {
 		objs = append(objs, tenantObject(t))
 	}
-	for _, t := range Tenants {
+	for _, t := range s.Tenants {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: t.Namespace}}
 		if t.BySelector {
 			ns.Labels = map[string]string{"team": t.Name}
 		}
 		objs = append(objs, ns)
 	}
-	for _, t := range Tenants {
+	for _, t := range s.Tenants {
 		for _, w := range t.Workloads {
-			objs = append(objs, Deployment(t.Namespace, w))
+			d := Deployment(t.Namespace, w)
+			if s.Node != "" {
+				d.Spec.Template.Spec.NodeSelector = map[string]string{corev1.LabelHostname: s.Node}
+			}
+			objs = append(objs, d)
 		}
 	}
 	return objs
