@@ -78,7 +78,7 @@ func (f *podsFound) update(h *cgroupfs.Hierarchy, running map[string]*corev1.Pod
 		c.Message = fmt.Sprintf("%d of %d running pod(s) have no cgroup the agent recognises below %s (cgroup v%d, %s driver), so they are neither enforced nor measured: %s",
 			len(names), len(running), h.Where(layout.Kubepods), h.Mode, layout.Driver, abbreviate(names, 5))
 	default:
-		c.Message = fmt.Sprintf("kubelet's pod cgroups are below %s (cgroup v%d, %s driver); every running pod (%d) has one", h.Where(layout.Kubepods), h.Mode, layout.Driver, len(running))
+		c.Message = fmt.Sprintf("kubelet's pod cgroups are below %s (cgroup v%d, %s driver); %d running pod(s), each with its cgroup", h.Where(layout.Kubepods), h.Mode, layout.Driver, len(running))
 	}
 	var old metav1.Condition
 	if o := meta.FindStatusCondition(f.conditions, c.Type); o != nil {

@@ -1,5 +1,7 @@
 package fairness
 
+import "math"
+
 // CgroupV2WeightFromShares converts cgroup v1 cpu.shares (2..262144) to a
 // cgroup v2 cpu.weight (1..10000) the way kubelet does:
 // 1 + ((shares − 2) × 9999) / 262142. kubefair uses this one conversion
@@ -28,4 +30,24 @@ const (
 
 func clamp(v, lo, hi uint64) uint64 {
 	return min(max(v, lo), hi)
+}
+
+// RuncV2WeightFromShares is runc's conversion (1.3.2 and later, through
+// github.com/opencontainers/cgroups) of a container's cpu.shares to cgroup
+// v2's cpu.weight: a quadratic in log2(shares) that maps 2 → 1,
+// 1024 → 100 (v2's default) and 262144 → 10000. kubelet's conversion of a
+// pod's shares is the linear CgroupV2WeightFromShares, so on cgroup v2 a
+// pod and its one container weigh differently; kubefair only writes pods,
+// and reads every value it needs back from the cgroup.
+func RuncV2WeightFromShares(shares uint64) uint64 {
+	switch {
+	case shares == 0:
+		return 0 // unset
+	case shares <= MinShares:
+		return MinWeight
+	case shares >= MaxShares:
+		return MaxWeight
+	}
+	l := math.Log2(float64(shares))
+	return uint64(math.Ceil(math.Pow(10, (l*l+125*l)/612-7.0/34)))
 }
