@@ -4,9 +4,10 @@ import "math"
 
 // CgroupV2WeightFromShares converts cgroup v1 cpu.shares (2..262144) to a
 // cgroup v2 cpu.weight (1..10000) the way kubelet does:
-// 1 + ((shares − 2) × 9999) / 262142. kubefair uses this one conversion
-// everywhere; containerd/cgroups and runc ≥ 1.3.2 map differently, which is
-// why entitlements are computed from values read back from disk.
+// 1 + ((shares − 2) × 9999) / 262142, for pod and QoS cgroups.
+// containerd/cgroups and runc ≥ 1.3.2 (RuncV2WeightFromShares) map
+// differently, which is why kubefair reads every weight back from disk
+// and converts only to sum requests as kubelet does.
 func CgroupV2WeightFromShares(shares uint64) uint64 {
 	shares = clamp(shares, MinShares, MaxShares)
 	return 1 + ((shares-2)*9999)/262142
