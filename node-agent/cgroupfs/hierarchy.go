@@ -154,6 +154,7 @@ func (h *Hierarchy) Layout() (Layout, error) {
 // and these run several hundred times a period.)
 func (h *Hierarchy) cpuDir(cgroup string) string  { return h.cpu + h.hostPath(cgroup) }
 func (h *Hierarchy) acctDir(cgroup string) string { return h.cpuacct + h.hostPath(cgroup) }
+
 // Where is the directory of a cgroup (a path below kubelet's root) in the
 // cpu controller, for messages that tell a user where to look.
 func (h *Hierarchy) Where(cgroup string) string { return h.cpuDir(cgroup) }
