@@ -8,8 +8,9 @@ set -euo pipefail
 packages=(
   # the local cluster's node address (ip), the end-to-end suite's host check (iptables-save)
   iproute2 iptables
-  # building runc (cgo, libseccomp) and the cgroup v2 node's Debian image
-  libseccomp-dev debootstrap e2fsprogs openssh-client
+  # building runc (cgo; libseccomp found through pkg-config) and the cgroup
+  # v2 node's Debian image
+  libseccomp-dev pkg-config debootstrap e2fsprogs openssh-client
   # tracing the agent's system calls (its seccomp allow-list)
   strace
   # kernel build and QEMU guests
