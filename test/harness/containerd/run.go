@@ -17,6 +17,7 @@ import (
 	containersapi "github.com/containerd/containerd/api/services/containers/v1"
 	contentapi "github.com/containerd/containerd/api/services/content/v1"
 	imagesapi "github.com/containerd/containerd/api/services/images/v1"
+	leasesapi "github.com/containerd/containerd/api/services/leases/v1"
 	snapshotsapi "github.com/containerd/containerd/api/services/snapshots/v1"
 	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
 	runcopts "github.com/containerd/containerd/api/types/runc/options"
@@ -74,13 +75,24 @@ func (d *Daemon) client(ctx context.Context) (*grpc.ClientConn, context.Context,
 
 // Run creates the container through containerd's API — a snapshot of the
 // image, the container record with its OCI spec, a task run by runc
-// (io.containerd.runc.v2) — starts it, and returns its init PID.
+// (io.containerd.runc.v2) — starts it, and returns its init PID. It works
+// under a lease, as containerd's own client does: until the container
+// record refers to the new snapshot, nothing else keeps containerd's
+// garbage collector from removing it.
 func (d *Daemon) Run(ctx context.Context, c Container) (int, error) {
 	conn, ctx, err := d.client(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer conn.Close()
+	leases := leasesapi.NewLeasesClient(conn)
+	lease, err := leases.Create(ctx, &leasesapi.CreateRequest{ID: "kubefair-harness-" + c.ID,
+		Labels: map[string]string{"containerd.io/gc.expire": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}})
+	if err != nil {
+		return 0, fmt.Errorf("a lease for %s: %w", c.ID, err)
+	}
+	defer func(ctx context.Context) { _, _ = leases.Delete(ctx, &leasesapi.DeleteRequest{ID: lease.Lease.ID}) }(ctx)
+	ctx = metadata.AppendToOutgoingContext(ctx, "containerd-lease", lease.Lease.ID)
 	chainID, err := imageChainID(ctx, conn, c.Image)
 	if err != nil {
 		return 0, err
