@@ -5,6 +5,10 @@ K8S_VERSION            ?= v1.37.2
 ETCD_VERSION           ?= v3.6.16
 CONTROLLER_GEN_VERSION ?= v0.23.0
 HELM_VERSION           ?= v3.19.0
+# The nodes' container runtime (hack/build-runtime.sh).
+CONTAINERD_VERSION     ?= v2.4.2
+RUNC_VERSION           ?= v1.5.2
+CNI_VERSION            ?= v1.10.0
 
 # Caches live outside the repository and are reused when present.
 KUBEFAIR_CACHE ?= $(if $(XDG_CACHE_HOME),$(XDG_CACHE_HOME),$(HOME)/.cache)/kubefair
@@ -14,8 +18,13 @@ K8S_BIN        := $(KUBEFAIR_CACHE)/k8s-$(K8S_VERSION)/bin
 CONTROLLER_GEN := $(TOOLS_BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 HELM           := $(TOOLS_BIN)/helm-$(HELM_VERSION)
 
+RUNTIME_ENV    := CONTAINERD_VERSION=$(CONTAINERD_VERSION) RUNC_VERSION=$(RUNC_VERSION) CNI_VERSION=$(CNI_VERSION)
+
 # envtest finds etcd and kube-apiserver here.
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
+# The suites and the local cluster find containerd, runc and the CNI
+# plugins here (bin/, cni/).
+export KUBEFAIR_RUNTIME := $(shell KUBEFAIR_CACHE=$(KUBEFAIR_CACHE) $(RUNTIME_ENV) hack/build-runtime.sh --dir)
 
 GO_TEST_FLAGS ?=
 DEMO_FLAGS    ?=
@@ -95,13 +104,18 @@ kernel: ## Build the patched Linux 6.12 (kernel/series) and the same kernel unpa
 	kernel/build.sh
 TEST_PREREQS += kernel
 
+.PHONY: runtime
+runtime: deps ## Build containerd, runc (static, with libseccomp) and the CNI plugins from the Go module proxy, for the host node and the containerd suites (cached).
+	$(RUNTIME_ENV) hack/build-runtime.sh
+TEST_PREREQS += runtime
+
 .PHONY: cluster-binaries
 cluster-binaries: ## Build every Kubernetes binary of the local cluster (cached).
 	K8S_VERSION=$(K8S_VERSION) ETCD_VERSION=$(ETCD_VERSION) hack/build-k8s.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl
 TEST_PREREQS += cluster-binaries
 
 .PHONY: cluster-up
-cluster-up: deps cluster-binaries helm ## Start the local single-node cluster (root), kubefair's images imported.
+cluster-up: deps cluster-binaries runtime helm ## Start the local single-node cluster (root), kubefair's images imported.
 	go run ./hack/cluster up
 
 .PHONY: cluster-down
@@ -115,5 +129,5 @@ test: tools verify $(TEST_PREREQS) ## Run every test suite (needs root for the n
 	hack/go-test.sh $(GO_TEST_FLAGS) -count=1 -timeout 45m -p 1 ./...
 
 .PHONY: demo
-demo: tools cluster-binaries helm ## kubefair on a real local cluster: helm install, tenants, stock vs kubefair, `kubectl get tenants` (DEMO_FLAGS=-embedded without containers).
+demo: tools cluster-binaries runtime helm ## kubefair on a real local cluster: helm install, tenants, stock vs kubefair, `kubectl get tenants` (DEMO_FLAGS=-embedded without containers).
 	go run ./hack/demo $(DEMO_FLAGS)

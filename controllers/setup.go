@@ -32,7 +32,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	if err := (&TenantReconciler{
 		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorderFor("kubefair-controller"),
+		Recorder: mgr.GetEventRecorder("kubefair-controller"),
 		Clock:    opts.Clock,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the tenant controller: %w", err)

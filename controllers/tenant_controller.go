@@ -11,7 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -29,7 +29,7 @@ import (
 // namespaces and what the nodes measured.
 type TenantReconciler struct {
 	client.Client
-	Recorder record.EventRecorder
+	Recorder events.EventRecorder
 	Clock    clock.PassiveClock
 }
 
@@ -132,6 +132,15 @@ func (r *TenantReconciler) tierOf(ctx context.Context, t *kubefairv1.Tenant) (*k
 	return &tier, nil
 }
 
+// The actions of the tenant controller's events (events.k8s.io/v1 asks
+// what was being done, beside why).
+const (
+	actionResolveTier     = "ResolveTier"
+	actionClaimNamespaces = "ClaimNamespaces"
+	actionMeasurePods     = "MeasurePods"
+	actionAccrueCost      = "AccrueCost"
+)
+
 // recordTransitions emits an event when the tenant enters a state a user
 // must act on; steady states emit nothing.
 func (r *TenantReconciler) recordTransitions(t *kubefairv1.Tenant, next *kubefairv1.TenantStatus, ns namespaceResult) {
@@ -146,17 +155,17 @@ func (r *TenantReconciler) recordTransitions(t *kubefairv1.Tenant, next *kubefai
 	for _, c := range next.Conditions {
 		switch {
 		case c.Type == kubefairv1.ConditionTierResolved && c.Reason == kubefairv1.ReasonTierNotFound && c.Status == metav1.ConditionFalse && !was(c.Type, c.Reason):
-			r.Recorder.Event(t, corev1.EventTypeWarning, kubefairv1.EventTierMissing, c.Message)
+			r.Recorder.Eventf(t, nil, corev1.EventTypeWarning, kubefairv1.EventTierMissing, actionResolveTier, "%s", c.Message)
 		case c.Type == kubefairv1.ConditionDegraded && c.Reason == kubefairv1.ReasonNamespaceConflict && !was(c.Type, c.Reason):
-			r.Recorder.Event(t, corev1.EventTypeWarning, kubefairv1.EventNamespaceConflict, c.Message)
+			r.Recorder.Eventf(t, nil, corev1.EventTypeWarning, kubefairv1.EventNamespaceConflict, actionClaimNamespaces, "%s", c.Message)
 		case c.Type == kubefairv1.ConditionDegraded && c.Reason == kubefairv1.ReasonPodsUnmeasured && !was(c.Type, c.Reason):
-			r.Recorder.Event(t, corev1.EventTypeWarning, kubefairv1.EventPodsUnmeasured, c.Message)
+			r.Recorder.Eventf(t, nil, corev1.EventTypeWarning, kubefairv1.EventPodsUnmeasured, actionMeasurePods, "%s", c.Message)
 		}
 	}
 	for i, n := range next.Nodes {
 		if i < len(t.Status.Nodes) && t.Status.Nodes[i].Node == n.Node && len(n.Counters) > 0 && len(t.Status.Nodes[i].Counters) > 0 &&
 			n.Counters[len(n.Counters)-1].BootID != t.Status.Nodes[i].Counters[len(t.Status.Nodes[i].Counters)-1].BootID {
-			r.Recorder.Eventf(t, corev1.EventTypeNormal, kubefairv1.EventCounterReset,
+			r.Recorder.Eventf(t, nil, corev1.EventTypeNormal, kubefairv1.EventCounterReset, actionAccrueCost,
 				"the agent on node %s restarted (boot %s); its counter is consumed from zero, nothing is counted twice", n.Node, n.Counters[len(n.Counters)-1].BootID)
 		}
 	}

@@ -6,7 +6,8 @@
 # node and baked into the cgroup v2 node's disk image. Prints the directory
 # that holds bin/ (the runtime) and cni/ (the plugins).
 #
-#   hack/build-runtime.sh
+#   hack/build-runtime.sh        # build what is missing, print the directory
+#   hack/build-runtime.sh --dir  # print the directory only
 set -euo pipefail
 
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
@@ -16,6 +17,7 @@ CACHE=${KUBEFAIR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubefair}
 OUT="$CACHE/runtime-containerd-$CONTAINERD_VERSION-runc-$RUNC_VERSION-cni-$CNI_VERSION"
 BIN="$OUT/bin"
 CNI="$OUT/cni"
+if [ "${1:-}" = --dir ]; then echo "$OUT"; exit 0; fi
 mkdir -p "$BIN" "$CNI"
 # One build at a time: suites and image builds may ask concurrently.
 exec 9>"$BIN/.lock"

@@ -3,11 +3,14 @@
 # are missing, so a fresh machine needs nothing but `make test` / `make demo`.
 set -euo pipefail
 
+# containerd, runc and the CNI plugins are not Debian's: hack/build-runtime.sh
+# (`make runtime`) builds current ones from the Go module proxy.
 packages=(
-  # real container runtime for the agent and end-to-end tests
-  containerd runc containernetworking-plugins iproute2 iptables
-  # building runc (cgo, libseccomp) and the cgroup v2 node's Debian image
-  libseccomp-dev debootstrap e2fsprogs openssh-client
+  # the local cluster's node address (ip), the end-to-end suite's host check (iptables-save)
+  iproute2 iptables
+  # building runc (cgo; libseccomp found through pkg-config) and the cgroup
+  # v2 node's Debian image
+  libseccomp-dev pkg-config debootstrap e2fsprogs openssh-client
   # tracing the agent's system calls (its seccomp allow-list)
   strace
   # kernel build and QEMU guests

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // Backend is the enforcement layer a node agent uses.
@@ -123,5 +124,8 @@ type NodeShareReportList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&NodeShareReport{}, &NodeShareReportList{})
+	SchemeBuilder.Register(func(s *runtime.Scheme) error {
+		s.AddKnownTypes(GroupVersion, &NodeShareReport{}, &NodeShareReportList{})
+		return nil
+	})
 }

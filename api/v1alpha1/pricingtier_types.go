@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // LatencyClass selects the scheduler slice a tier's tenants get (DESIGN.md
@@ -86,5 +87,8 @@ type PricingTierList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&PricingTier{}, &PricingTierList{})
+	SchemeBuilder.Register(func(s *runtime.Scheme) error {
+		s.AddKnownTypes(GroupVersion, &PricingTier{}, &PricingTierList{})
+		return nil
+	})
 }

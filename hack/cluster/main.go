@@ -17,6 +17,10 @@ import (
 	"os/signal"
 	"syscall"
 
+	"go.uber.org/zap/zapcore"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
 	"github.com/kubefair/kubefair/test/harness/cluster"
 	"github.com/kubefair/kubefair/test/harness/images"
 )
@@ -36,6 +40,8 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
+	// The harness's clients log through controller-runtime: errors only.
+	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	if err := run(flag.Arg(0), flag.Arg(1), *dir); err != nil {
 		fmt.Fprintln(os.Stderr, "cluster:", err)
 		os.Exit(1)

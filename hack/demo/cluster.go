@@ -9,13 +9,18 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"go.uber.org/zap/zapcore"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
 	"github.com/kubefair/kubefair/test/harness/cluster"
+	"github.com/kubefair/kubefair/test/harness/containerd"
+	"github.com/kubefair/kubefair/test/harness/kubeapi"
 	"github.com/kubefair/kubefair/test/harness/scenario"
 )
 
@@ -23,10 +28,13 @@ func runCluster(stockFor, kubefairFor time.Duration, keep bool) (err error) {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("the demo runs a real cluster (kubelet, containerd, cgroups): run it as root, or use -embedded")
 	}
+	// The harness's clients log through controller-runtime: errors only.
+	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	say("bringing up a single-node cluster: etcd, kube-apiserver, controller-manager, scheduler, kubelet v1.34.1, containerd, runc")
+	say("bringing up a single-node cluster: etcd, kube-apiserver, controller-manager, scheduler, kubelet " + kubeapi.K8sVersion +
+		", containerd " + containerd.Version + ", runc " + containerd.RuncVersion)
 	c, err := cluster.Up(ctx, cluster.Config{Log: func(f string, a ...any) { fmt.Printf("  "+f+"\n", a...) }})
 	if err != nil {
 		return err

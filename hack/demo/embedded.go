@@ -68,7 +68,7 @@ func runEmbedded(stockFor, kubefairFor time.Duration) error {
 		return err
 	}
 
-	say("starting etcd and kube-apiserver v1.34.1 with kubefair's CRDs")
+	say("starting etcd and kube-apiserver " + kubeapi.K8sVersion + " with kubefair's CRDs")
 	api, err := kubeapi.Start()
 	if err != nil {
 		return err

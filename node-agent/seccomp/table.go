@@ -45,7 +45,10 @@ var Agent = []Group{
 
 // ContainerStart is what the container runtime does under the container's
 // profile before the agent runs: runc loads the profile as late as it can
-// (with no_new_privs), then checks that /proc/self/fd is procfs (fstatfs),
-// closes the file descriptors it does not pass on, and calls execve. Only
-// the runtime-level profile allows these; the agent's own filter does not.
-var ContainerStart = Group{"the container runtime starts the agent and its preStop hook", []string{"execve", "fstatfs"}}
+// (with no_new_privs), then checks that /proc/self/fd is procfs (fstatfs)
+// and — runc 1.5, not 1.1 — that /proc/thread-self is not overmounted
+// (statx for the mount id; refused, runc fails the container with "reopen
+// exec fifo: … could not get mount id"), closes the file descriptors it does
+// not pass on, and calls execve. Only the runtime-level profile allows
+// these; the agent's own filter does not.
+var ContainerStart = Group{"the container runtime starts the agent and its preStop hook", []string{"execve", "fstatfs", "statx"}}

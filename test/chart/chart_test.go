@@ -117,7 +117,7 @@ func TestLint(t *testing.T) {
 }
 
 // TestEveryValuesFileRendersValidObjects: each ci/*.yaml renders objects
-// the Kubernetes 1.34 API server accepts (server-side dry-run validates
+// the pinned Kubernetes API server accepts (server-side dry-run validates
 // them against its schemas).
 func TestEveryValuesFileRendersValidObjects(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(chartDir, "ci", "*.yaml"))

@@ -1,9 +1,12 @@
 // Package cluster runs a real single-node Kubernetes cluster on this
-// machine for kubefair's end-to-end suite and demo: etcd, kube-apiserver,
-// kube-controller-manager, kube-scheduler and kubelet v1.34.1 built from the
-// Go module proxy (hack/build-k8s.sh), Debian's containerd and runc, Debian's
-// CNI plugins on a bridge in the benchmarking range 198.18.0.0/15, and
-// kubefair's images built from this tree and imported (no registry).
+// machine for kubefair's end-to-end suite and demo: etcd v3.6.16,
+// kube-apiserver, kube-controller-manager, kube-scheduler and kubelet
+// v1.37.2 built from the Go module proxy (hack/build-k8s.sh), containerd
+// 2.4.2, runc 1.5.2 and the CNI plugins 1.10.0 built from it too
+// (hack/build-runtime.sh), a CNI bridge in the benchmarking range
+// 198.18.0.0/15, and kubefair's images built from this tree and imported
+// (no registry). The node runs on this host's cgroup v1 with the cgroupfs
+// driver, kubelet's legacy path (failCgroupV1: false).
 //
 // Everything lives below one directory; every process is recorded by PID in
 // its state file, so another process (`make cluster-down`) can stop exactly
@@ -35,6 +38,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubefair/kubefair/test/harness/containerd"
 	"github.com/kubefair/kubefair/test/harness/images"
 	"github.com/kubefair/kubefair/test/harness/kubeapi"
 )
@@ -42,7 +46,8 @@ import (
 // Config says where and how the cluster runs. Zero fields take defaults.
 type Config struct {
 	// Dir holds everything: certificates, data, sockets, logs, the state
-	// file. Kept short: unix socket paths must fit 108 bytes.
+	// file. Kept short: at most 29 characters, as containerd's shims put
+	// their sockets in Dir/containerd/s.
 	Dir string
 	// BinDir has etcd, kube-apiserver, kube-controller-manager,
 	// kube-scheduler, kubelet and kubectl.
@@ -219,13 +224,14 @@ func preflight(cfg Config) error {
 			return fmt.Errorf("%s is not built in %s: run `make cluster-binaries`", b, cfg.BinDir)
 		}
 	}
-	for _, b := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "ip"} {
-		if _, err := exec.LookPath(b); err != nil {
-			return fmt.Errorf("%s is not installed (hack/deps.sh installs the Debian packages)", b)
-		}
+	if err := containerd.CheckBuilt(); err != nil {
+		return err
 	}
-	if _, err := os.Stat(filepath.Join(cniBinDir, "bridge")); err != nil {
-		return fmt.Errorf("the CNI plugins are not in %s (Debian containernetworking-plugins)", cniBinDir)
+	if s := (&Cluster{cfg: cfg}).shimSocketDir(); len(s) > 42 {
+		return fmt.Errorf("the cluster's directory %s is too long: containerd's shims put their sockets in %s, which must fit 42 characters", cfg.Dir, s)
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		return errors.New("ip is not installed (Debian iproute2: run `make deps`)")
 	}
 	if os.Geteuid() != 0 {
 		return errors.New("a local cluster needs root (kubelet, containerd, cgroups, network)")
@@ -242,8 +248,6 @@ func preflight(cfg Config) error {
 	}
 	return nil
 }
-
-const cniBinDir = "/usr/lib/cni"
 
 func (c *Cluster) up(ctx context.Context) error {
 	cfg := c.cfg
@@ -352,12 +356,14 @@ func (c *Cluster) up(ctx context.Context) error {
 }
 
 func (c *Cluster) startContainerd(ctx context.Context) error {
-	if err := c.start(Containerd, "containerd", "--config="+c.path("containerd", "config.toml")); err != nil {
+	// containerd.Env puts the runtime's bin/ first on PATH, as the shim and
+	// runc named in the config are there too.
+	if err := c.startWithEnv(Containerd, containerd.Env(), containerd.Binary("containerd"), "--config="+c.path("containerd", "config.toml")); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		if err := exec.CommandContext(ctx, "ctr", "-a", c.ContainerdSocket(), "version").Run(); err == nil {
+		if err := c.ctr(ctx, "version").Run(); err == nil {
 			return nil
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -378,7 +384,7 @@ func (c *Cluster) ImportImages(imgs ...images.Image) error {
 		if err := img.Build(kubeapi.RepoRoot(), tarball); err != nil {
 			return err
 		}
-		out, err := exec.Command("ctr", "-a", c.ContainerdSocket(), "-n", "k8s.io", "images", "import", "--no-unpack=false", tarball).CombinedOutput()
+		out, err := c.ctr(context.Background(), "-n", "k8s.io", "images", "import", "--no-unpack=false", tarball).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("importing %s: %w\n%s", img.Ref, err, out)
 		}
@@ -459,15 +465,32 @@ func (c *Cluster) waitHTTPS(ctx context.Context, url string, timeout time.Durati
 
 func (c *Cluster) logPath(name string) string { return c.path("logs", name+".log") }
 
+// ctr is containerd's ctr against the cluster's socket: the one beside the
+// containerd the cluster started, else the built runtime's.
+func (c *Cluster) ctr(ctx context.Context, args ...string) *exec.Cmd {
+	bin := containerd.Binary("ctr")
+	if comp, ok := c.state.Components[Containerd]; ok {
+		bin = filepath.Join(filepath.Dir(comp.Args[0]), "ctr")
+	}
+	return exec.CommandContext(ctx, bin, append([]string{"-a", c.ContainerdSocket()}, args...)...)
+}
+
 // start runs one component in its own process group (a signal to the
 // starter does not reach it), logging to logs/<name>.log, and records it.
 func (c *Cluster) start(name, bin string, args ...string) error {
+	return c.startWithEnv(name, nil, bin, args...)
+}
+
+// startWithEnv is start with an environment of its own (nil: this
+// process's).
+func (c *Cluster) startWithEnv(name string, env []string, bin string, args ...string) error {
 	log, err := os.OpenFile(c.logPath(name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	defer log.Close()
 	cmd := exec.Command(bin, args...)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -555,7 +578,7 @@ func (c *Cluster) Down() error {
 // the cluster; it gives up after 30 s (the cgroup sweep kills what is left).
 func (c *Cluster) removeContainers() error {
 	ctr := func(args ...string) string {
-		out, _ := exec.Command("ctr", append([]string{"-a", c.ContainerdSocket(), "-n", "k8s.io"}, args...)...).Output()
+		out, _ := c.ctr(context.Background(), append([]string{"-n", "k8s.io"}, args...)...).Output()
 		return string(out)
 	}
 	containers := strings.Fields(ctr("containers", "ls", "-q"))

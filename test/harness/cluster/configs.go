@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"fmt"
 	"os"
+
+	"github.com/kubefair/kubefair/test/harness/containerd"
 )
 
 // kubeconfig writes a kubeconfig for one client identity with its
@@ -45,11 +47,16 @@ current-context: kubefair-local
 `, c.APIServerURL(), ca, id.user, crt, key, id.user)), 0o600)
 }
 
-// containerdConfig: containerd with everything below the cluster's
-// directory, the CRI plugin on cgroupfs, our own pause image (no registry),
-// CNI from Debian's plugins with the config below.
+// containerdConfig: containerd 2.x (config version 3, whose CRI plugin
+// ids are io.containerd.cri.v1.images and io.containerd.cri.v1.runtime)
+// with everything below the cluster's directory (the shims' sockets and
+// runc's state too, whose defaults are below /run/containerd), the CRI
+// plugin on cgroupfs (this host's cgroup v1), our own pause image (no
+// registry), the shim, runc and the CNI plugins hack/build-runtime.sh
+// built, and the CNI config below. NRI is off: nothing here uses it, and
+// its socket is a host path.
 func (c *Cluster) containerdConfig() string {
-	return fmt.Sprintf(`version = 2
+	return fmt.Sprintf(`version = 3
 root = %q
 state = %q
 [grpc]
@@ -58,24 +65,43 @@ state = %q
   address = %q
 [debug]
   address = %q
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = %q
-  # This VM denies CAP_SYS_RESOURCE even to root: without this every
-  # sandbox fails with "can't get final child's PID from pipe: EOF".
-  restrict_oom_score_adj = true
-  netns_mounts_under_state_dir = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = %q
-    conf_dir = %q
+[plugins]
+  [plugins.'io.containerd.internal.v1.opt']
+    path = %q
+  [plugins.'io.containerd.nri.v1.nri']
+    disable = true
+  [plugins.'io.containerd.shim.v1.manager']
+    socket_dir = %q
+  [plugins.'io.containerd.cri.v1.images']
+    snapshotter = 'overlayfs'
+    [plugins.'io.containerd.cri.v1.images'.pinned_images]
+      sandbox = %q
+  [plugins.'io.containerd.cri.v1.runtime']
+    # This VM denies CAP_SYS_RESOURCE even to root: without this every
+    # sandbox fails with "can't get final child's PID from pipe: EOF".
+    restrict_oom_score_adj = true
+    netns_mounts_under_state_dir = true
+    [plugins.'io.containerd.cri.v1.runtime'.containerd]
+      default_runtime_name = 'runc'
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+        runtime_type = 'io.containerd.runc.v2'
+        runtime_path = %q
+        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+          BinaryName = %q
+          Root = %q
+          SystemdCgroup = false
+    [plugins.'io.containerd.cri.v1.runtime'.cni]
+      bin_dirs = [%q]
+      conf_dir = %q
 `, c.path("containerd", "root"), c.path("containerd", "state"), c.ContainerdSocket(), c.ContainerdSocket()+".ttrpc",
-		c.path("containerd", "debug.sock"), c.cfg.PauseImage, cniBinDir, c.path("cni", "net.d"))
+		c.path("containerd", "debug.sock"), c.path("containerd", "opt"), c.shimSocketDir(), c.cfg.PauseImage,
+		containerd.Binary("containerd-shim-runc-v2"), containerd.Binary("runc"), c.path("containerd", "runc"),
+		containerd.CNIDir(), c.path("cni", "net.d"))
 }
+
+// shimSocketDir holds the runtime shims' sockets; containerd takes at most
+// 42 characters for it (a socket's name is 64 more).
+func (c *Cluster) shimSocketDir() string { return c.path("containerd", "s") }
 
 // cniConfig: one bridge with host-local addresses from the pod range (the
 // benchmarking range, never a private one), no masquerading (nothing
@@ -103,9 +129,12 @@ func (c *Cluster) cniConfig() string {
 `, c.cfg.Bridge, c.path("cni", "ipam"), c.cfg.PodCIDR)
 }
 
-// kubeletConfig: cgroupfs on this machine's cgroup v1, on loopback, no
-// image garbage collection (images are imported, not pulled), no host
-// iptables chains, no eviction on this machine's disk use.
+// kubeletConfig: on loopback, no image garbage collection (images are
+// imported, not pulled), no host iptables chains, no eviction on this
+// machine's disk use, the cgroupfs driver on this machine's cgroup v1.
+// cgroup v1 is the legacy path, kept because this host's init binds the cpu
+// controller to it: kubelet refuses cgroup v1 unless failCgroupV1 is false,
+// and containerd (since 2.2) and runc (since 1.4) deprecate it.
 func (c *Cluster) kubeletConfig() string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration

@@ -14,10 +14,12 @@ import (
 )
 
 // hardCodedPaths are host paths kubelet, containerd and the CNI plugins
-// use whatever they are configured with. Down removes those Up found absent.
+// use whatever they are configured with (/run/mount: util-linux's mount,
+// which kubelet runs for its tmpfs volumes, keeps its utab there). Down
+// removes those Up found absent.
 var hardCodedPaths = []string{
 	"/var/log/containers", "/var/log/pods", "/var/lib/kubelet", "/var/lib/cni",
-	"/run/containerd", "/etc/cni", "/opt/cni",
+	"/run/containerd", "/run/mount", "/etc/cni", "/opt/cni",
 }
 
 const ipForward = "/proc/sys/net/ipv4/ip_forward"

@@ -1,7 +1,7 @@
-// Package containerd runs a private containerd (Debian's package) for a
-// test: its own config, root, state and socket under a test directory,
-// started and stopped by PID, so the host's containerd (if any) is never
-// touched.
+// Package containerd runs a private containerd for a test — containerd
+// 2.x and runc as hack/build-runtime.sh builds them (`make runtime`) — with
+// its own config, root, state and socket under a test directory, started
+// and stopped by PID, so the host's containerd (if any) is never touched.
 package containerd
 
 import (
@@ -24,12 +24,11 @@ type Daemon struct {
 // Start runs containerd with everything below dir. The CRI plugin is off:
 // tests talk to containerd's own API, as kubefair's discovery does.
 func Start(dir string) (*Daemon, error) {
-	bin, err := exec.LookPath("containerd")
-	if err != nil {
-		return nil, fmt.Errorf("containerd is not installed (Debian package containerd; hack/deps.sh installs it)")
+	if err := CheckBuilt(); err != nil {
+		return nil, err
 	}
 	d := &Daemon{Address: filepath.Join(dir, "containerd.sock"), dir: dir}
-	if err := d.start(bin); err != nil {
+	if err := d.start(); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -41,27 +40,38 @@ func (d *Daemon) Restart() error {
 	if d.cmd != nil {
 		return fmt.Errorf("containerd in %s is running", d.dir)
 	}
-	bin, err := exec.LookPath("containerd")
-	if err != nil {
-		return err
-	}
-	return d.start(bin)
+	return d.start()
 }
 
-func (d *Daemon) start(bin string) error {
+// config is containerd's configuration (version 3, containerd 2.x's): the
+// CRI plugins and NRI off, every path below dir — the shims' sockets too
+// (their default is /run/containerd/s; runc's state, whose default is
+// /run/containerd/runc, goes below dir with each container's runtime
+// options).
+func (d *Daemon) config() string {
 	dir := d.dir
-	config := fmt.Sprintf(`version = 2
+	return fmt.Sprintf(`version = 3
 root = %q
 state = %q
-disabled_plugins = ["io.containerd.grpc.v1.cri"]
+disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime", "io.containerd.cri.v1.images",
+  "io.containerd.podsandbox.controller.v1.podsandbox", "io.containerd.nri.v1.nri"]
 [grpc]
   address = %q
 [ttrpc]
   address = %q
 [debug]
   address = %q
-`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), d.Address, d.Address+".ttrpc", filepath.Join(dir, "debug.sock"))
-	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(config), 0o600); err != nil {
+[plugins.'io.containerd.internal.v1.opt']
+  path = %q
+[plugins.'io.containerd.shim.v1.manager']
+  socket_dir = %q
+`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), d.Address, d.Address+".ttrpc", filepath.Join(dir, "debug.sock"),
+		filepath.Join(dir, "opt"), filepath.Join(dir, "s"))
+}
+
+func (d *Daemon) start() error {
+	dir := d.dir
+	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(d.config()), 0o600); err != nil {
 		return err
 	}
 	log, err := os.OpenFile(filepath.Join(dir, "containerd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -70,7 +80,8 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 	}
 	defer log.Close()
 	_ = os.Remove(d.Address) // a stale socket would look like a live daemon
-	d.cmd = exec.Command(bin, "--config", filepath.Join(dir, "config.toml"))
+	d.cmd = exec.Command(Binary("containerd"), "--config", filepath.Join(dir, "config.toml"))
+	d.cmd.Env = Env()
 	d.cmd.Stdout, d.cmd.Stderr = log, log
 	if err := d.cmd.Start(); err != nil {
 		d.cmd = nil

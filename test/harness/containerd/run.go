@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -16,14 +17,17 @@ import (
 	containersapi "github.com/containerd/containerd/api/services/containers/v1"
 	contentapi "github.com/containerd/containerd/api/services/content/v1"
 	imagesapi "github.com/containerd/containerd/api/services/images/v1"
+	leasesapi "github.com/containerd/containerd/api/services/leases/v1"
 	snapshotsapi "github.com/containerd/containerd/api/services/snapshots/v1"
 	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
+	runcopts "github.com/containerd/containerd/api/types/runc/options"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -38,7 +42,7 @@ const snapshotter = "overlayfs"
 // namespace with containerd's own importer, `ctr images import`, which also
 // unpacks it into the overlayfs snapshotter.
 func (d *Daemon) Import(tarball string) error {
-	out, err := exec.Command("ctr", "--address", d.Address, "--namespace", Namespace, "images", "import", tarball).CombinedOutput()
+	out, err := exec.Command(Binary("ctr"), "--address", d.Address, "--namespace", Namespace, "images", "import", tarball).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("ctr images import %s: %w\n%s", tarball, err, out)
 	}
@@ -71,13 +75,24 @@ func (d *Daemon) client(ctx context.Context) (*grpc.ClientConn, context.Context,
 
 // Run creates the container through containerd's API — a snapshot of the
 // image, the container record with its OCI spec, a task run by runc
-// (io.containerd.runc.v2) — starts it, and returns its init PID.
+// (io.containerd.runc.v2) — starts it, and returns its init PID. It works
+// under a lease, as containerd's own client does: until the container
+// record refers to the new snapshot, nothing else keeps containerd's
+// garbage collector from removing it.
 func (d *Daemon) Run(ctx context.Context, c Container) (int, error) {
 	conn, ctx, err := d.client(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer conn.Close()
+	leases := leasesapi.NewLeasesClient(conn)
+	lease, err := leases.Create(ctx, &leasesapi.CreateRequest{ID: "kubefair-harness-" + c.ID,
+		Labels: map[string]string{"containerd.io/gc.expire": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}})
+	if err != nil {
+		return 0, fmt.Errorf("a lease for %s: %w", c.ID, err)
+	}
+	defer func(ctx context.Context) { _, _ = leases.Delete(ctx, &leasesapi.DeleteRequest{ID: lease.Lease.ID}) }(ctx)
+	ctx = metadata.AppendToOutgoingContext(ctx, "containerd-lease", lease.Lease.ID)
 	chainID, err := imageChainID(ctx, conn, c.Image)
 	if err != nil {
 		return 0, err
@@ -86,7 +101,7 @@ func (d *Daemon) Run(ctx context.Context, c Container) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("preparing the rootfs of %s: %w", c.ID, err)
 	}
-	if err := register(ctx, conn, c, c.ID); err != nil {
+	if err := register(ctx, conn, c, c.ID, d.runcOptions()); err != nil {
 		return 0, err
 	}
 	tasks := tasksapi.NewTasksClient(conn)
@@ -110,17 +125,27 @@ func (d *Daemon) Register(ctx context.Context, c Container) error {
 		return err
 	}
 	defer conn.Close()
-	return register(ctx, conn, c, "")
+	return register(ctx, conn, c, "", nil) // no task: no runtime options
 }
 
-func register(ctx context.Context, conn *grpc.ClientConn, c Container, snapshotKey string) error {
+// runcOptions are the shim's options for runc: the built runc, and its
+// state below the daemon's directory instead of /run/containerd/runc.
+func (d *Daemon) runcOptions() *anypb.Any {
+	opts, err := proto.Marshal(&runcopts.Options{BinaryName: Binary("runc"), Root: filepath.Join(d.dir, "runc")})
+	if err != nil {
+		panic(err) // a fixed, valid message
+	}
+	return &anypb.Any{TypeUrl: "containerd.runc.v1.Options", Value: opts}
+}
+
+func register(ctx context.Context, conn *grpc.ClientConn, c Container, snapshotKey string, runc *anypb.Any) error {
 	spec, err := json.Marshal(runtimeSpec(c))
 	if err != nil {
 		return err
 	}
 	ct := &containersapi.Container{
 		ID: c.ID, Labels: c.Labels, Image: c.Image,
-		Runtime: &containersapi.Container_Runtime{Name: "io.containerd.runc.v2"},
+		Runtime: &containersapi.Container_Runtime{Name: "io.containerd.runc.v2", Options: runc},
 		Spec:    &anypb.Any{TypeUrl: "types.containerd.io/opencontainers/runtime-spec/1/Spec", Value: spec},
 	}
 	if snapshotKey != "" {

@@ -48,13 +48,17 @@ func CacheDir() string {
 	return filepath.Join(base, "kubefair")
 }
 
+// K8sVersion is the Makefile's K8S_VERSION: the Kubernetes binaries
+// hack/build-k8s.sh builds (etcd beside them is ETCD_VERSION's).
+const K8sVersion = "v1.37.2"
+
 // Assets is where etcd and kube-apiserver are: $KUBEBUILDER_ASSETS, else
 // the cache `make envtest` builds into.
 func Assets() string {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
 		return dir
 	}
-	return filepath.Join(CacheDir(), "k8s-v1.34.1", "bin")
+	return filepath.Join(CacheDir(), "k8s-"+K8sVersion, "bin")
 }
 
 // Start runs etcd and kube-apiserver with kubefair's CRDs installed.

@@ -18,15 +18,18 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kubefair/kubefair/node-agent/seccomp"
+	"github.com/kubefair/kubefair/test/harness/containerd"
 )
 
-// runcContainer is a bundle for Debian's runc that runs the agent binary the
-// way the chart runs it on a patched-kernel node: root without capabilities
-// but CAP_SYS_NICE, no_new_privs (allowPrivilegeEscalation: false), a
-// read-only root filesystem, the host's PIDs (hostPID), and the Localhost
-// seccomp profile from config/seccomp/kubefair-agent.json — containerd reads
-// that file into the OCI spec's linux.seccomp exactly as here. The host
-// network stands in for the pod network (the API server is on localhost).
+// runcContainer is a bundle for runc (the one hack/build-runtime.sh builds,
+// which containerd's shim runs on kubefair's nodes) that runs the agent
+// binary the way the chart runs it on a patched-kernel node: root without
+// capabilities but CAP_SYS_NICE, no_new_privs (allowPrivilegeEscalation:
+// false), a read-only root filesystem, the host's PIDs (hostPID), and the
+// Localhost seccomp profile from config/seccomp/kubefair-agent.json —
+// containerd reads that file into the OCI spec's linux.seccomp exactly as
+// here. The host network stands in for the pod network (the API server is
+// on localhost).
 type runcContainer struct {
 	runc, root, bundle, id string
 }
@@ -46,11 +49,10 @@ func newRuncContainer(t *testing.T, n *nodeScene, id string, args []string) *run
 
 func newRuncContainerWithProfile(t *testing.T, n *nodeScene, id string, args []string, profile *specs.LinuxSeccomp) *runcContainer {
 	t.Helper()
-	runc, err := exec.LookPath("runc")
-	if err != nil {
-		t.Fatal("runc (Debian runc) is missing: run hack/deps.sh")
+	if err := containerd.CheckBuilt(); err != nil {
+		t.Fatal(err)
 	}
-	c := &runcContainer{runc: runc, root: t.TempDir(), bundle: t.TempDir(), id: fmt.Sprintf("%s-%d", id, os.Getpid())}
+	c := &runcContainer{runc: containerd.Binary("runc"), root: t.TempDir(), bundle: t.TempDir(), id: fmt.Sprintf("%s-%d", id, os.Getpid())}
 	rootfs := filepath.Join(c.bundle, "rootfs")
 	if err := os.MkdirAll(rootfs, 0o755); err != nil {
 		t.Fatal(err)
@@ -242,8 +244,9 @@ func TestAgentInRuncUnderTheLocalhostProfile(t *testing.T) {
 // TestNamedProfileCannotAllowTheKernelCalls is why the Localhost profile is
 // inverted: a default-refuse profile that allows everything the agent needs
 // and also names sched_setweight/sched_getweight — or their 6.13+ names
-// setxattrat/getxattrat — still refuses 463 and 464 under Debian 12's runc,
-// whose libseccomp (2.5.4) resolves none of those names and drops them.
+// setxattrat/getxattrat — still refuses 463 and 464 under runc linked with
+// Debian 12's libseccomp (2.5.4, static in the runc hack/build-runtime.sh
+// builds), which resolves none of those names and drops them.
 func TestNamedProfileCannotAllowTheKernelCalls(t *testing.T) {
 	n := newNode(t, "named")
 	names := []string{"sched_setweight", "sched_getweight", "setxattrat", "getxattrat"}
