@@ -34,6 +34,9 @@ type world struct {
 	sc   scenario.Scenario
 	node string
 	cpu  scenario.Usage
+	// Shares are medians of windows many windows of window each.
+	window  time.Duration
+	windows int
 }
 
 func newClient(t *testing.T, c *cluster.Cluster) client.Client {
@@ -135,11 +138,4 @@ func readInt(t *testing.T, path string) int64 {
 func (w *world) shares(p corev1.Pod) int64 {
 	return readInt(w.t, filepath.Join(scenario.PodCgroup("cpu", p), "cpu.shares"))
 }
-func (w *world) usage(p corev1.Pod) int64 {
-	w.t.Helper()
-	u, err := w.cpu(w.ctx, []corev1.Pod{p})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return u[p.UID]
-}
+

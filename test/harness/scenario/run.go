@@ -61,11 +61,13 @@ func (t Tools) HelmRun(ctx context.Context, args ...string) (string, error) {
 }
 
 // InstallKubefair installs (or upgrades to) the chart from this tree with
-// the local cluster's values, the agent on or off, and waits for it.
-func (t Tools) InstallKubefair(ctx context.Context, agent bool) error {
-	_, err := t.HelmRun(ctx, append([]string{"upgrade", "--install", Release, filepath.Join(kubeapi.RepoRoot(), "charts", "kubefair"),
-		"--namespace", Namespace, "--create-namespace", "--wait", "--timeout", "2m",
-		"--set", "agent.enabled=" + strconv.FormatBool(agent)}, ChartValues(t.Cluster)...)...)
+// the local cluster's values, the agent on or off, and more helm flags
+// (--set …), and waits for it.
+func (t Tools) InstallKubefair(ctx context.Context, agent bool, flags ...string) error {
+	args := append([]string{"upgrade", "--install", Release, filepath.Join(kubeapi.RepoRoot(), "charts", "kubefair"),
+		"--namespace", Namespace, "--create-namespace", "--wait", "--timeout", "5m",
+		"--set", "agent.enabled=" + strconv.FormatBool(agent)}, ChartValues(t.Cluster)...)
+	_, err := t.HelmRun(ctx, append(args, flags...)...)
 	return err
 }
 

@@ -87,6 +87,15 @@ var (
 // On is the scenario with its pods pinned to node.
 func (s Scenario) On(node string) Scenario { s.Node = node; return s }
 
+// Pods is how many pods the scenario runs.
+func (s Scenario) Pods() int {
+	n := 0
+	for _, t := range s.Tenants {
+		n += t.Pods()
+	}
+	return n
+}
+
 // HasVMs tells whether the scenario has the hosting tenant's VMs.
 func (s Scenario) HasVMs() bool {
 	for _, t := range s.Tenants {
