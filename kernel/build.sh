@@ -3,8 +3,11 @@
 # unpatched, both from Debian's pinned linux-source-6.12 tarball, into a cache
 # outside the repository. A tree is rebuilt only when the series, the patches
 # or the config fragments changed. Prints nothing but progress on stderr.
+# Both have the container host of config/node.config: the stock one also
+# boots the cgroup v2 Kubernetes node (hack/build-node-image.sh).
 #
 #   kernel/build.sh            # both kernels
+#   kernel/build.sh stock      # only the unpatched one
 #   KUBEFAIR_CACHE=... kernel/build.sh
 set -euo pipefail
 
@@ -69,23 +72,33 @@ build() { # build <name>
      done < "$here/series"
    fi
    make -s tinyconfig >/dev/null
-   frags=("$here/config/kubefair.config")
+   frags=("$here/config/kubefair.config" "$here/config/node.config")
    [ "$name" = patched ] && frags+=("$here/config/patched.config")
    scripts/kconfig/merge_config.sh -m -O . .config "${frags[@]}" >/dev/null
    make -s olddefconfig
-   if [ "$name" = patched ] && ! grep -q '^CONFIG_SCHED_WEIGHT=y' .config; then
-     log "CONFIG_SCHED_WEIGHT did not survive olddefconfig"; exit 1
-   fi
-   # The agent's seccomp filter runs in both guests; Kconfig drops it silently
-   # when a dependency (CONFIG_NET) is missing.
-   if ! grep -q '^CONFIG_SECCOMP_FILTER=y' .config; then
-     log "CONFIG_SECCOMP_FILTER did not survive olddefconfig"; exit 1
-   fi
+   # Kconfig drops a symbol silently when a dependency is missing (the
+   # agent's CONFIG_SECCOMP_FILTER without CONFIG_NET, say): every value the
+   # fragments set must be in the final .config.
+   local sym val
+   while IFS='=' read -r sym val; do
+     if [ "$val" = n ]; then
+       ! grep -q "^$sym=" .config || { log "$sym is on, the fragments turn it off"; exit 1; }
+     elif ! grep -qx "$sym=$val" .config; then
+       log "$sym=$val did not survive olddefconfig"; exit 1
+     fi
+   done < <(grep -hE '^CONFIG_[A-Za-z0-9_]+=' "${frags[@]}")
    log "building the $name bzImage (a few minutes when cold)"
    make -s -j"$jobs" bzImage >/dev/null
    echo "$stamp" > .kubefair-stamp)
   log "$name: $tree/arch/x86/boot/bzImage"
 }
 
-build patched
-build stock
+kernels=("$@")
+[ ${#kernels[@]} -gt 0 ] || kernels=(patched stock)
+for name in "${kernels[@]}"; do
+  case $name in
+    patched|stock) ;;
+    *) log "unknown kernel '$name': patched or stock"; exit 2 ;;
+  esac
+done
+for name in "${kernels[@]}"; do build "$name"; done

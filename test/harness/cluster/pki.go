@@ -79,11 +79,7 @@ func newPKI(dir, node string, serviceIP net.IP) (*pki, error) {
 		return nil, err
 	}
 	for _, id := range append(clientIdentities, kubeletIdentity(node)) {
-		client := &x509.Certificate{
-			Subject:     pkix.Name{CommonName: id.user, Organization: id.groups},
-			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-		}
-		if err := p.issue(id.file, client); err != nil {
+		if err := p.issueClient(id); err != nil {
 			return nil, err
 		}
 	}
@@ -95,15 +91,24 @@ func newPKI(dir, node string, serviceIP net.IP) (*pki, error) {
 	return p, p.writeKeyPair("sa", saKey)
 }
 
-var serial int64 = 1
+// issueClient issues the client certificate of one identity.
+func (p *pki) issueClient(id identity) error {
+	return p.issue(id.file, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: id.user, Organization: id.groups},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+}
 
 func (p *pki) issue(name string, tmpl *x509.Certificate) error {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return err
 	}
-	serial++
-	tmpl.SerialNumber = big.NewInt(serial)
+	// Random serials: a process that attached to the cluster issues
+	// certificates too (a guest node's), and must not repeat one.
+	if tmpl.SerialNumber, err = rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127)); err != nil {
+		return err
+	}
 	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(365*24*time.Hour)
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
@@ -140,3 +145,34 @@ func (p *pki) writeKeyPair(name string, key *ecdsa.PrivateKey) error {
 }
 
 func (p *pki) path(name string) string { return filepath.Join(p.dir, name) }
+
+// loadCA reads the CA's certificate and key back (a cluster attached from
+// its state file issues certificates too: a guest node's).
+func (p *pki) loadCA() error {
+	if p.caKey != nil {
+		return nil
+	}
+	read := func(name string) ([]byte, error) {
+		b, err := os.ReadFile(p.path(name))
+		if err != nil {
+			return nil, err
+		}
+		block, _ := pem.Decode(b)
+		if block == nil {
+			return nil, fmt.Errorf("%s holds no PEM block", p.path(name))
+		}
+		return block.Bytes, nil
+	}
+	der, err := read("ca.crt")
+	if err != nil {
+		return err
+	}
+	if p.caCert, err = x509.ParseCertificate(der); err != nil {
+		return err
+	}
+	if der, err = read("ca.key"); err != nil {
+		return err
+	}
+	p.caKey, err = x509.ParseECPrivateKey(der)
+	return err
+}
