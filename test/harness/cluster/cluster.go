@@ -124,6 +124,8 @@ type state struct {
 	// Owner is the process that brought the cluster up. While it runs, the
 	// cluster is its own: another Up must not tear it down as a leftover.
 	Owner component `json:"owner"`
+	// Guests are the guest nodes (guest.go), by node name.
+	Guests map[string]guestState `json:"guests,omitempty"`
 }
 
 type component struct {
@@ -388,9 +390,13 @@ func (c *Cluster) ImportImages(imgs ...images.Image) error {
 
 // WaitNodeReady waits until the node reports Ready.
 func (c *Cluster) WaitNodeReady(ctx context.Context, timeout time.Duration) error {
-	return c.waitFor(ctx, timeout, "node "+c.cfg.NodeName+" Ready", func(cl client.Client) (bool, error) {
+	return c.waitNodeReady(ctx, c.cfg.NodeName, timeout)
+}
+
+func (c *Cluster) waitNodeReady(ctx context.Context, name string, timeout time.Duration) error {
+	return c.waitFor(ctx, timeout, "node "+name+" Ready", func(cl client.Client) (bool, error) {
 		var n corev1.Node
-		if err := cl.Get(ctx, client.ObjectKey{Name: c.cfg.NodeName}, &n); err != nil {
+		if err := cl.Get(ctx, client.ObjectKey{Name: name}, &n); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
 		for _, cond := range n.Status.Conditions {
@@ -402,12 +408,17 @@ func (c *Cluster) WaitNodeReady(ctx context.Context, timeout time.Duration) erro
 	})
 }
 
-func (c *Cluster) waitFor(ctx context.Context, timeout time.Duration, what string, done func(client.Client) (bool, error)) error {
+// client is an admin client of the cluster's API.
+func (c *Cluster) client() (client.Client, error) {
 	cfg, err := c.RESTConfig()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	cl, err := client.New(cfg, client.Options{})
+	return client.New(cfg, client.Options{})
+}
+
+func (c *Cluster) waitFor(ctx context.Context, timeout time.Duration, what string, done func(client.Client) (bool, error)) error {
+	cl, err := c.client()
 	if err != nil {
 		return err
 	}
@@ -524,11 +535,15 @@ func Attach(dir string) (*Cluster, error) {
 	return c, nil
 }
 
+// SetLog sends an attached cluster's progress lines to log.
+func (c *Cluster) SetLog(log func(format string, args ...any)) { c.cfg.Log = log }
+
 // Down stops every component this cluster started (by PID, kubelet first),
 // removes its containers, mounts, pod cgroups and network, restores the
 // host settings it changed and deletes its directory.
 func (c *Cluster) Down() error {
-	var errs []error
+	// Guest nodes first: QEMU and the host address each one added.
+	errs := []error{c.stopGuests()}
 	// kubelet first, so it does not restart what we remove; then the
 	// containers, while containerd is still there to remove them.
 	if comp, ok := c.state.Components[Kubelet]; ok {
