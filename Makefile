@@ -100,9 +100,18 @@ cluster-binaries: ## Build every Kubernetes binary of the local cluster (cached)
 	K8S_VERSION=$(K8S_VERSION) ETCD_VERSION=$(ETCD_VERSION) hack/build-k8s.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl
 TEST_PREREQS += cluster-binaries
 
+.PHONY: node-image
+node-image: kernel cluster-binaries ## Build the cgroup v2 guest node's disk image (Debian, systemd, containerd 2, kubelet; root, cached).
+	K8S_VERSION=$(K8S_VERSION) hack/build-node-image.sh >/dev/null # builds the runtime too (hack/build-runtime.sh)
+TEST_PREREQS += node-image
+
 .PHONY: cluster-up
 cluster-up: deps cluster-binaries helm ## Start the local single-node cluster (root), kubefair's images imported.
 	go run ./hack/cluster up
+
+.PHONY: cluster-up-guest
+cluster-up-guest: deps cluster-binaries helm node-image ## The local cluster and a cgroup v2 node in a QEMU guest (root).
+	go run ./hack/cluster -guest up
 
 .PHONY: cluster-down
 cluster-down: ## Stop the local cluster and leave the machine as it was.

@@ -4,6 +4,8 @@
 // this machine, with kubefair's images imported. See test/harness/cluster.
 //
 //	go run ./hack/cluster up      # prints how to use it
+//	go run ./hack/cluster -guest up  # and a cgroup v2 node in a QEMU guest (test/harness/cluster/guest.go)
+//	go run ./hack/cluster guest   # adds that guest node to the running cluster
 //	go run ./hack/cluster images  # rebuild kubefair's images from this tree and import them
 //	go run ./hack/cluster restart kubelet  # or containerd: the faults the end-to-end suite injects
 //	go run ./hack/cluster down
@@ -15,16 +17,20 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/kubefair/kubefair/test/harness/cluster"
 	"github.com/kubefair/kubefair/test/harness/images"
 )
 
+// withGuest: `up` adds the guest node too.
+var withGuest = flag.Bool("guest", false, "up: add a cgroup v2 node in a QEMU guest (make node-image builds its disk)")
+
 func main() {
 	dir := flag.String("dir", cluster.DefaultDir, "the cluster's directory (certificates, data, sockets, logs, state)")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: cluster [-dir DIR] up|images|restart COMPONENT|down")
+		fmt.Fprintln(os.Stderr, "usage: cluster [-dir DIR] [-guest] up|guest|images|restart COMPONENT|down")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -47,13 +53,26 @@ func run(cmd, arg, dir string) error {
 	case "up":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		c, err := cluster.Up(ctx, cluster.Config{Dir: dir, Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
+		c, err := cluster.Up(ctx, cluster.Config{Dir: dir, Log: logf})
 		if err != nil {
 			return err
 		}
 		fmt.Printf("cluster: node %s is Ready; API server %s\n", c.NodeName(), c.APIServerURL())
+		if *withGuest {
+			if err := addGuest(ctx, c, logf); err != nil {
+				return fmt.Errorf("%w (the cluster still runs: make cluster-down)", err)
+			}
+		}
 		fmt.Printf("  export KUBECONFIG=%s\n  kubectl get nodes\n  make cluster-down   # stops it and cleans up\n", c.Kubeconfig())
 		return nil
+	case "guest":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		c, err := cluster.Attach(dir)
+		if err != nil {
+			return err
+		}
+		return addGuest(ctx, c, logf)
 	case "images":
 		c, err := cluster.Attach(dir)
 		if err != nil {
@@ -86,5 +105,20 @@ func run(cmd, arg, dir string) error {
 		fmt.Println("cluster: stopped and cleaned up")
 		return nil
 	}
-	return fmt.Errorf("unknown command %q: want up, images, restart or down", cmd)
+	return fmt.Errorf("unknown command %q: want up, guest, images, restart or down", cmd)
+}
+
+// logf prints the harness's progress lines.
+func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+
+// addGuest boots the cgroup v2 guest node and says how to log into it.
+func addGuest(ctx context.Context, c *cluster.Cluster, log func(string, ...any)) error {
+	c.SetLog(log)
+	g, err := c.AddGuestNode(ctx, cluster.GuestConfig{})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("cluster: guest node %s (cgroup v2, systemd) is Ready at %s; its console is in %s\n", g.Name(), g.IP(), g.SerialLog())
+	fmt.Printf("  ssh %s\n", strings.Join(g.SSHArgs(), " "))
+	return nil
 }
