@@ -14,8 +14,8 @@ import (
 
 // host is what the suite checks the cluster leaves as it found it.
 type host struct {
-	links, addresses, ipForward, iptables string
-	kubepods, paths, mounts               []string
+	links, addresses, routes, ipForward, iptables string
+	kubepods, paths, mounts                       []string
 }
 
 // footprintPaths are where a cluster's mounts and files may appear: its
@@ -31,6 +31,7 @@ func hostSnapshot(t *testing.T) host {
 	var h host
 	h.links = out("ip", "-br", "link")
 	h.addresses = out("ip", "-br", "address")
+	h.routes = out("ip", "-4", "route", "show", "table", "all")
 	h.iptables = out("iptables-save")
 	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_forward"); err == nil {
 		h.ipForward = string(b)
@@ -75,6 +76,7 @@ func checkHostRestored(t *testing.T, before host) {
 	}
 	check("links", before.links, after.links)
 	check("addresses", before.addresses, after.addresses)
+	check("routes", before.routes, after.routes)
 	check("ip_forward", before.ipForward, after.ipForward)
 	check("iptables rules", iptablesRules(before.iptables), iptablesRules(after.iptables))
 	check("kubepods cgroups", fmt.Sprint(before.kubepods), fmt.Sprint(after.kubepods))

@@ -542,7 +542,7 @@ func (c *Cluster) SetLog(log func(format string, args ...any)) { c.cfg.Log = log
 // removes its containers, mounts, pod cgroups and network, restores the
 // host settings it changed and deletes its directory.
 func (c *Cluster) Down() error {
-	// Guest nodes first: QEMU and the host address each one added.
+	// Guest nodes first: QEMU and the host route each one added.
 	errs := []error{c.stopGuests()}
 	// kubelet first, so it does not restart what we remove; then the
 	// containers, while containerd is still there to remove them.

@@ -32,9 +32,13 @@ import (
 // Its network is QEMU's user network, in the benchmarking range: the guest
 // is GuestIP, the host's loopback is guestHostAddr. No default route in the
 // guest: it reaches the host and nothing else. Two ports reach in from the
-// host: ssh on a free port of 127.0.0.1, and kubelet's port on GuestIP,
-// which AddGuestNode puts on the host's loopback too, so the API server
-// reaches the node's kubelet (logs, exec) at the address the node reports.
+// host: ssh on a free port of 127.0.0.1, and kubelet's port on GuestIP, so
+// that the API server reaches the node's kubelet (logs, exec) at the address
+// the node reports. For that GuestIP is local on the host too, as a route in
+// the local table with 127.0.0.1 as its source (no address on an interface):
+// QEMU shows connections from 127.0.0.1 to the guest as coming from
+// guestHostAddr, but passes any other source through, and the guest drops a
+// packet from its own address.
 const (
 	guestNet      = "198.18.2.0/24"
 	guestHostAddr = "198.18.2.2"
@@ -115,13 +119,13 @@ func (cfg *GuestConfig) defaults() error {
 }
 
 // guestState is what the state file records of a guest: its QEMU process
-// (Down stops it by PID), the host address it added, how to log in.
+// (Down stops it by PID), the host route it added, how to log in.
 type guestState struct {
 	Config  GuestConfig `json:"config"`
 	QEMU    component   `json:"qemu"`
 	SSHPort int         `json:"sshPort"`
-	// HostAddress is GuestIP on the host's loopback, once added.
-	HostAddress string `json:"hostAddress,omitempty"`
+	// HostRoute is GuestIP's route in the host's local table, once added.
+	HostRoute string `json:"hostRoute,omitempty"`
 }
 
 // GuestNode is a running guest node.
@@ -290,6 +294,9 @@ func (c *Cluster) AddGuestNode(ctx context.Context, cfg GuestConfig) (*GuestNode
 	if out, _ := exec.Command("ip", "-o", "address", "show", "to", GuestIP).Output(); len(out) > 0 {
 		return nil, fmt.Errorf("the guest address %s is already on this machine: %s", GuestIP, out)
 	}
+	if out, _ := exec.Command("ip", "route", "show", "table", "local", GuestIP).Output(); len(out) > 0 {
+		return nil, fmt.Errorf("the guest address %s is already routed on this machine: %s", GuestIP, out)
+	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	start := time.Now()
@@ -349,7 +356,7 @@ func (c *Cluster) AddGuestNode(ctx context.Context, cfg GuestConfig) (*GuestNode
 	return g, nil
 }
 
-// boot starts QEMU and records it, with the host address and ports it uses.
+// boot starts QEMU and records it, with the host route and ports it uses.
 func (g *GuestNode) boot() error {
 	c := g.c
 	port, err := freePort()
@@ -358,13 +365,13 @@ func (g *GuestNode) boot() error {
 	}
 	st := c.state.Guests[g.name]
 	st.SSHPort = port
-	st.HostAddress = GuestIP
+	st.HostRoute = GuestIP
 	c.state.Guests[g.name] = st
 	if err := c.save(); err != nil {
 		return err
 	}
-	if out, err := exec.Command("ip", "address", "add", GuestIP+"/32", "dev", "lo").CombinedOutput(); err != nil {
-		return fmt.Errorf("adding the guest address %s to lo: %w: %s", GuestIP, err, out)
+	if out, err := exec.Command("ip", "route", "add", "local", GuestIP+"/32", "dev", "lo", "src", "127.0.0.1", "table", "local").CombinedOutput(); err != nil {
+		return fmt.Errorf("routing the guest address %s to lo: %w: %s", GuestIP, err, out)
 	}
 	netdev := fmt.Sprintf("user,id=n0,net=%s,host=%s,hostfwd=tcp:127.0.0.1:%d-%s:22,hostfwd=tcp:%s:%d-%s:%d",
 		guestNet, guestHostAddr, port, GuestIP, GuestIP, guestKubeletPort, GuestIP, guestKubeletPort)
@@ -452,7 +459,7 @@ func (g *GuestNode) issueFiles() (map[string][]byte, error) {
 	return g.configFiles(ca, kc), nil
 }
 
-// Stop ends the guest: its QEMU process, its address on the host, its Node
+// Stop ends the guest: its QEMU process, its route on the host, its Node
 // object.
 func (g *GuestNode) Stop(ctx context.Context) error {
 	err := g.stop()
@@ -463,7 +470,7 @@ func (g *GuestNode) Stop(ctx context.Context) error {
 	return err
 }
 
-// stop ends QEMU and removes the host address, and the guest from the state.
+// stop ends QEMU and removes the host route, and the guest from the state.
 func (g *GuestNode) stop() error {
 	c := g.c
 	st, ok := c.state.Guests[g.name]
@@ -480,10 +487,10 @@ func (st guestState) stop() error {
 	if st.QEMU.PID != 0 {
 		errs = append(errs, stopPID(st.QEMU.PID, st.QEMU.Args[0]))
 	}
-	if st.HostAddress != "" {
-		if out, _ := exec.Command("ip", "-o", "address", "show", "dev", "lo", "to", st.HostAddress).Output(); len(out) > 0 {
-			if out, err := exec.Command("ip", "address", "delete", st.HostAddress+"/32", "dev", "lo").CombinedOutput(); err != nil {
-				errs = append(errs, fmt.Errorf("removing the guest address %s: %w: %s", st.HostAddress, err, out))
+	if st.HostRoute != "" {
+		if out, _ := exec.Command("ip", "route", "show", "table", "local", st.HostRoute).Output(); len(out) > 0 {
+			if out, err := exec.Command("ip", "route", "delete", "local", st.HostRoute+"/32", "dev", "lo", "table", "local").CombinedOutput(); err != nil {
+				errs = append(errs, fmt.Errorf("removing the route of the guest address %s: %w: %s", st.HostRoute, err, out))
 			}
 		}
 	}
