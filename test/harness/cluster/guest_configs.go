@@ -25,7 +25,7 @@ const (
 	guestProxyUnitServ   = "/etc/systemd/system/" + guestProxyUnit + ".service"
 )
 
-// guestFiles are the files AddGuestNode writes into the guest, by path.
+// configFiles are the files AddGuestNode writes into the guest, by path.
 func (g *GuestNode) configFiles(ca, kubeconfig []byte) map[string][]byte {
 	return map[string][]byte{
 		guestCA:              ca,
