@@ -21,7 +21,7 @@ import (
 	"syscall"
 
 	"go.uber.org/zap/zapcore"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/kubefair/kubefair/test/harness/cluster"
@@ -47,7 +47,7 @@ func main() {
 		os.Exit(2)
 	}
 	// The harness's clients log through controller-runtime: errors only.
-	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	if err := run(flag.Arg(0), flag.Arg(1), *dir); err != nil {
 		fmt.Fprintln(os.Stderr, "cluster:", err)
 		os.Exit(1)

@@ -339,6 +339,11 @@ func (c *Cluster) AddGuestNode(ctx context.Context, cfg GuestConfig) (*GuestNode
 		" && for i in $(seq 120); do ctr version >/dev/null 2>&1 && exit 0; sleep 0.5; done; echo containerd does not answer >&2; exit 1"); err != nil {
 		return nil, err
 	}
+	// The chart's one DaemonSet names the host node's containerd socket;
+	// the guest's answers at the same path too.
+	if _, err := g.Run(ctx, "mkdir -p "+shellQuote(filepath.Dir(c.ContainerdSocket()))+" && ln -sfn "+guestContainerdSock+" "+shellQuote(c.ContainerdSocket())); err != nil {
+		return nil, err
+	}
 	if err := g.ImportImages(ctx, cfg.Images...); err != nil {
 		return nil, err
 	}
