@@ -115,8 +115,8 @@ cluster-binaries: ## Build every Kubernetes binary of the local cluster (cached)
 TEST_PREREQS += cluster-binaries
 
 .PHONY: node-image
-node-image: kernel cluster-binaries ## Build the cgroup v2 guest node's disk image (Debian, systemd, containerd 2, kubelet; root, cached).
-	K8S_VERSION=$(K8S_VERSION) hack/build-node-image.sh >/dev/null # builds the runtime too (hack/build-runtime.sh)
+node-image: kernel cluster-binaries runtime ## Build the cgroup v2 guest node's disk image (Debian, systemd, containerd 2, kubelet; root, cached).
+	K8S_VERSION=$(K8S_VERSION) $(RUNTIME_ENV) hack/build-node-image.sh >/dev/null
 TEST_PREREQS += node-image
 
 .PHONY: cluster-up
