@@ -154,6 +154,7 @@ func (h *Hierarchy) Layout() (Layout, error) {
 // and these run several hundred times a period.)
 func (h *Hierarchy) cpuDir(cgroup string) string  { return h.cpu + h.hostPath(cgroup) }
 func (h *Hierarchy) acctDir(cgroup string) string { return h.cpuacct + h.hostPath(cgroup) }
+
 // Where is the directory of a cgroup (a path below kubelet's root) in the
 // cpu controller, for messages that tell a user where to look.
 func (h *Hierarchy) Where(cgroup string) string { return h.cpuDir(cgroup) }
@@ -335,6 +336,16 @@ func (h *Hierarchy) UsageNanoseconds(cgroup string) (uint64, error) {
 // from kubelet's cgroup root: on a node, all of the node's tasks (kubelet
 // runs with its root at "/"). Read only; the root is never written.
 func (h *Hierarchy) NodeUsageNanoseconds() (uint64, error) { return h.usage("/") }
+
+// PodsUsageNanoseconds is the CPU time of all pods: kubelet's kubepods
+// cgroup. Read only.
+func (h *Hierarchy) PodsUsageNanoseconds() (uint64, error) {
+	l, err := h.Layout()
+	if err != nil {
+		return 0, err
+	}
+	return h.usage(l.Kubepods)
+}
 
 func (h *Hierarchy) usage(cgroup string) (uint64, error) {
 	if h.Mode == V1 {
