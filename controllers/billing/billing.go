@@ -150,23 +150,24 @@ func Accrue(open, last *kubefairv1.UsageRecord, r *kubefairv1.NodeShareReport, f
 	// an agent run already replaced, one from the future.
 	if cur.Through != nil && !obs.After(cur.Through.Time) {
 		// Report times are kept to the second: a later report may share
-		// the second of the last one counted — if it counts no less.
-		sameSecond := obs.Equal(cur.Through.Time) && r.BootID == cur.BootID
+		// the second of the last one counted — if it counts no less, or
+		// comes from a new run of the agent.
+		sameSecond, sameBoot := obs.Equal(cur.Through.Time), r.BootID == cur.BootID
 		grown, same := compare(&cur, r)
 		switch {
-		case sameSecond && same:
+		case sameSecond && sameBoot && same:
 			return Result{} // counted already
-		case !sameSecond || !grown:
-			return refuseUnmoved(open, r, f, kubefairv1.ReasonStaleReport,
+		case !sameSecond || (sameBoot && !grown):
+			return refuseUnmoved(open, last, r, f, kubefairv1.ReasonStaleReport,
 				fmt.Sprintf("observed at %s, not after %s, up to which node %s was already counted", stamp(obs), stamp(cur.Through.Time), r.Name))
 		}
 	}
 	if slices.Contains(cur.RetiredBoots, r.BootID) {
-		return refuseUnmoved(open, r, f, kubefairv1.ReasonStaleReport,
+		return refuseUnmoved(open, last, r, f, kubefairv1.ReasonStaleReport,
 			fmt.Sprintf("from agent run %s, which run %s replaced on node %s", r.BootID, cur.BootID, r.Name))
 	}
 	if obs.After(f.Now.Add(MaxClockSkew)) {
-		return refuseUnmoved(open, r, f, kubefairv1.ReasonFutureReport,
+		return refuseUnmoved(open, last, r, f, kubefairv1.ReasonFutureReport,
 			fmt.Sprintf("observed at %s, more than %s after the controller's clock (%s)", stamp(obs), MaxClockSkew, stamp(f.Now)))
 	}
 
@@ -526,20 +527,20 @@ func (a *accrual) apply(rec *kubefairv1.UsageRecord) {
 }
 
 // refuseUnmoved refuses a report without moving the cursor: it is noted in
-// the open record (once), and nothing else changes.
-func refuseUnmoved(open *kubefairv1.UsageRecord, r *kubefairv1.NodeShareReport, f Facts, reason, msg string) Result {
+// the open record (once; in a new one of the current period when the node
+// has none), and nothing else changes.
+func refuseUnmoved(open, last *kubefairv1.UsageRecord, r *kubefairv1.NodeShareReport, f Facts, reason, msg string) Result {
 	var refused []kubefairv1.RefusedTenant
 	for _, s := range r.Tenants {
 		refused = append(refused, kubefairv1.RefusedTenant{UID: s.UID, Tenant: s.Name, Reason: reason, Message: msg})
 	}
 	res := Result{Refused: refused, Reason: reason, Message: msg}
+	rec := open.DeepCopy()
 	if open == nil {
-		return res
-	}
-	if l := open.LastReport; l != nil && l.BootID == r.BootID && l.ObservedTime.Equal(&r.ObservedTime) && l.Reason == reason {
+		rec, res.Create = continueFrom(r.Name, last, Period(f.Now)), true
+	} else if l := open.LastReport; l != nil && l.BootID == r.BootID && l.ObservedTime.Equal(&r.ObservedTime) && l.Reason == reason {
 		return Result{} // noted already
 	}
-	rec := open.DeepCopy()
 	rec.LastReport = &kubefairv1.ReportOutcome{BootID: r.BootID, ObservedTime: r.ObservedTime, Refused: refused, Reason: reason}
 	recordRefusals(rec, r, nil, reason, msg)
 	setAccepted(rec, r, reason, msg, nil, 0, f.Now)
