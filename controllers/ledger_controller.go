@@ -91,7 +91,6 @@ func (r *LedgerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, err
 	}
 	res := billing.Accrue(open, last, &report, facts)
-
 	if res.Archive != nil {
 		if err := r.writeArchive(ctx, res.Archive); err != nil {
 			return r.lostRace(err)
