@@ -253,9 +253,34 @@ func (r *LedgerReconciler) factsOf(ctx context.Context, report *kubefairv1.NodeS
 			claimed[ns] = true
 		}
 		bt.LastPod = r.Facts.pods.lastPod(report.Name, claimed)
+		if bt.LastPod.IsZero() { // never seen there: ask the API server (a pod just started may not be in the cache yet)
+			running, err := r.podsOnNode(ctx, report.Name, claimed)
+			if err != nil {
+				return f, nil, err
+			}
+			if running {
+				bt.LastPod = f.Now
+			}
+		}
 		f.Tenants[s.UID] = bt
 	}
 	return f, tenants, nil
+}
+
+// podsOnNode tells, from the API server, whether a pod of one of the
+// namespaces is bound to the node.
+func (r *LedgerReconciler) podsOnNode(ctx context.Context, node string, namespaces map[string]bool) (bool, error) {
+	var pods metav1.PartialObjectMetadataList
+	pods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+	if err := r.APIReader.List(ctx, &pods, client.MatchingFields{"spec.nodeName": node}); err != nil {
+		return false, fmt.Errorf("listing node %s's pods: %w", node, err)
+	}
+	for _, p := range pods.Items {
+		if namespaces[p.Namespace] {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // announce emits events for what a report could not bill, and for an

@@ -468,3 +468,20 @@ func TestBoundsDoNotOverflow(t *testing.T) {
 		t.Fatal("an overflowing line was accepted")
 	}
 }
+
+// TestImpossibleTotalIsARefusal: a total that int64 nanoseconds cannot
+// hold refuses the report with a reason (a condition), it is no error.
+func TestImpossibleTotalIsARefusal(t *testing.T) {
+	l := newLedger(t)
+	l.accrue(report(t0, "b1", t0.Add(-10*time.Second), "uid-a", 5*sec))
+	l.open.CPU.CapacityNanoseconds = math.MaxInt64 - sec // a record that ran for ages
+	l.open.CPU.IdleNanoseconds = l.open.CPU.CapacityNanoseconds - l.open.CPU.TenantsNanoseconds
+	l.accrue(report(t0.Add(10*time.Second), "b1", t0.Add(-10*time.Second), "uid-a", 10*sec))
+	l.wantRefused("capacity past 2^63", kubefairv1.ReasonTotalOutOfRange)
+	if len(l.last.Billed) != 0 || l.open.Lines[0].CPUNanoseconds != 5*sec {
+		t.Fatalf("billed %+v, lines %+v: want nothing more", l.last.Billed, l.open.Lines)
+	}
+	if c := meta.FindStatusCondition(l.open.Conditions, kubefairv1.ConditionReportAccepted); c.Reason != kubefairv1.ReasonTotalOutOfRange {
+		t.Fatalf("ReportAccepted = %+v", c)
+	}
+}

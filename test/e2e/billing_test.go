@@ -79,6 +79,9 @@ func TestBilling(t *testing.T) {
 //	t.Run("billing faults", func(t *testing.T) { w.checkBillingFaults(t) })
 func (w *world) checkBillingFaults(t *testing.T) {
 	w = w.with(t)
+	if r := w.report(); len(r.OwnerReferences) != 1 || r.OwnerReferences[0].Kind != "Node" || r.OwnerReferences[0].Name != w.node {
+		t.Errorf("the NodeShareReport's owners are %+v, want its Node (it goes with it)", r.OwnerReferences)
+	}
 	w.noDoubleBilling("NodeShareReports deleted", func() { w.kubectl("delete", "nodesharereports", "--all") })
 	w.noDoubleBilling("UsageRecords deleted", func() { w.kubectl("delete", "usagerecords", "--all", "--wait=false") })
 	w.noDoubleBilling("the controller restarted", w.restartController)
