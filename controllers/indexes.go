@@ -9,16 +9,22 @@ import (
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
 )
 
-// Cache indexes on Tenants, so that a change to a tier, a namespace or a
-// node's report finds exactly the tenants it affects.
+// Cache indexes, so that a change to a tier, a namespace, a report or a
+// usage record finds exactly the objects it affects.
 const (
 	// indexTier maps a tier name to the tenants whose spec.tier names it.
 	indexTier = "kubefair.io/tier"
 	// indexNamespace maps a namespace name to the tenants that name it in
 	// spec.namespaces or own it in status.namespaces.
 	indexNamespace = "kubefair.io/namespace"
-	// indexNode maps a node name to the tenants with a status entry for it.
-	indexNode = "kubefair.io/node"
+	// indexUID maps a tenant UID to the tenant (reports name tenants by UID).
+	indexUID = "kubefair.io/uid"
+	// indexRecordNode maps a node name to its UsageRecords.
+	indexRecordNode = "kubefair.io/record-node"
+	// indexRecordPeriod maps a billing period to its UsageRecords.
+	indexRecordPeriod = "kubefair.io/record-period"
+	// indexOpenRecord maps "true" to the nodes' open UsageRecords.
+	indexOpenRecord = "kubefair.io/open-record"
 )
 
 func registerIndexes(ctx context.Context, mgr manager.Manager) error {
@@ -37,11 +43,24 @@ func registerIndexes(ctx context.Context, mgr manager.Manager) error {
 	}); err != nil {
 		return err
 	}
-	return idx.IndexField(ctx, &kubefairv1.Tenant{}, indexNode, func(o client.Object) []string {
-		var nodes []string
-		for _, n := range o.(*kubefairv1.Tenant).Status.Nodes {
-			nodes = append(nodes, n.Node)
+	for name, value := range map[string]func(*kubefairv1.UsageRecord) string{
+		indexRecordNode:   func(r *kubefairv1.UsageRecord) string { return r.Node },
+		indexRecordPeriod: func(r *kubefairv1.UsageRecord) string { return r.Period },
+		indexOpenRecord: func(r *kubefairv1.UsageRecord) string {
+			if r.Closed {
+				return ""
+			}
+			return "true"
+		},
+	} {
+		if err := idx.IndexField(ctx, &kubefairv1.UsageRecord{}, name, func(o client.Object) []string {
+			if v := value(o.(*kubefairv1.UsageRecord)); v != "" {
+				return []string{v}
+			}
+			return nil
+		}); err != nil {
+			return err
 		}
-		return nodes
-	})
+	}
+	return idx.IndexField(ctx, &kubefairv1.Tenant{}, indexUID, func(o client.Object) []string { return []string{string(o.GetUID())} })
 }

@@ -6,6 +6,8 @@ import (
 	"sort"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -13,9 +15,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
+	"github.com/kubefair/kubefair/controllers/cost"
 )
 
-// PricingTierReconciler records which tenants use each tier.
+// PricingTierReconciler records which tenants use each tier, and the
+// tier's prices over time.
 type PricingTierReconciler struct {
 	client.Client
 }
@@ -38,12 +42,27 @@ func (r *PricingTierReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	sort.Strings(status.Tenants)
 	status.TenantCount = int32(len(status.Tenants))
+	for _, p := range priceTimeline(&tier) {
+		status.Prices = append(status.Prices, kubefairv1.PriceChange{PricePerCPUHour: cost.FormatPrice(p.Micros), Since: metav1.NewTime(p.Since)})
+	}
+	if n := len(status.Prices); n > maxPrices {
+		status.Prices = status.Prices[n-maxPrices:]
+	}
 	if equality.Semantic.DeepEqual(tier.Status, status) {
 		return ctrl.Result{}, nil
 	}
 	tier.Status = status
-	return ctrl.Result{}, ignoreLostRace(r.Status().Update(ctx, &tier))
+	if err := r.Status().Update(ctx, &tier); apierrors.IsConflict(err) {
+		return ctrl.Result{RequeueAfter: lostRaceRetry}, nil
+	} else if err != nil {
+		return ctrl.Result{}, ignoreLostRace(err)
+	}
+	return ctrl.Result{}, nil
 }
+
+// maxPrices is how many prices a tier's status keeps: CPU not yet billed
+// is at most a few report windows old, far younger than 32 price changes.
+const maxPrices = 32
 
 // SetupWithManager requeues a tier when a tenant starts or stops using it
 // (an update maps both the old and the new tenant object).

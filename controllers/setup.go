@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -13,9 +14,12 @@ import (
 type Options struct {
 	// Clock stamps condition transitions; tests inject a fake one.
 	Clock clock.PassiveClock
-	// SkipMetrics leaves the Prometheus collector out (tests that start
+	// SkipMetrics leaves the Prometheus collectors out (tests that start
 	// several managers in one process).
 	SkipMetrics bool
+	// Registry takes the Prometheus collectors instead of
+	// controller-runtime's (a test that reads them).
+	Registry prometheus.Registerer
 }
 
 // Leader election holds a Lease in the controller's own namespace only.
@@ -30,20 +34,35 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := registerIndexes(ctx, mgr); err != nil {
 		return fmt.Errorf("registering indexes: %w", err)
 	}
-	if err := (&TenantReconciler{
-		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorder("kubefair-controller"),
-		Clock:    opts.Clock,
-	}).SetupWithManager(mgr); err != nil {
+	var bm *billingMetrics
+	if reg := opts.Registry; reg != nil || !opts.SkipMetrics {
+		if reg == nil {
+			reg = metrics.Registry
+		}
+		if err := reg.Register(tenantCollector{reader: mgr.GetCache()}); err != nil {
+			return fmt.Errorf("registering tenant metrics: %w", err)
+		}
+		var err error
+		if bm, err = newBillingMetrics(reg); err != nil {
+			return fmt.Errorf("registering billing metrics: %w", err)
+		}
+	}
+	facts, err := newClusterFacts(ctx, mgr, opts.Clock)
+	if err != nil {
+		return err
+	}
+	recorder := mgr.GetEventRecorder("kubefair-controller")
+	if err := (&TenantReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Clock: opts.Clock}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the tenant controller: %w", err)
 	}
 	if err := (&PricingTierReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the pricing tier controller: %w", err)
 	}
-	if !opts.SkipMetrics {
-		if err := metrics.Registry.Register(tenantCollector{reader: mgr.GetCache()}); err != nil {
-			return fmt.Errorf("registering tenant metrics: %w", err)
-		}
+	if err := (&LedgerReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Facts: facts, Recorder: recorder, Clock: opts.Clock, Metrics: bm}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the ledger controller: %w", err)
+	}
+	if err := (&BillReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the bill controller: %w", err)
 	}
 	return nil
 }

@@ -5,53 +5,97 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
-	"github.com/kubefair/kubefair/controllers/cost"
+	"github.com/kubefair/kubefair/controllers/billing"
 )
 
 // TenantReconciler keeps a Tenant's status true to its spec, the tiers, the
-// namespaces and what the nodes measured.
+// namespaces, what the nodes measure now and what the ledger billed, and
+// holds a deleted tenant until its last CPU is recorded.
 type TenantReconciler struct {
 	client.Client
-	Recorder events.EventRecorder
-	Clock    clock.PassiveClock
+	// APIReader reads the tenant afresh when a status write conflicts.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Clock     clock.PassiveClock
 }
 
-// +kubebuilder:rbac:groups=kubefair.io,resources=tenants,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kubefair.io,resources=tenants,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=kubefair.io,resources=tenants/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=kubefair.io,resources=tenants/finalizers,verbs=update
 // +kubebuilder:rbac:groups=kubefair.io,resources=pricingtiers,verbs=get;list;watch
 // +kubebuilder:rbac:groups=kubefair.io,resources=nodesharereports,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kubefair.io,resources=usagerecords;tenantbills,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconcile computes the tenant's status from scratch and writes it only
-// when it changed. Cost is accrued in the same write that records the
-// consumed counters, so a conflict or a crash can never count twice.
+// Reconcile computes the tenant's status from scratch and writes it when it
+// changed, retrying a write that conflicts from a fresh read. A tenant keeps
+// the final-bill finalizer until its nodes' final counters are recorded.
 func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	log := logf.FromContext(ctx)
 	var tenant kubefairv1.Tenant
 	if err := r.Get(ctx, req.NamespacedName, &tenant); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if tenant.DeletionTimestamp == nil && controllerutil.AddFinalizer(&tenant, kubefairv1.FinalizerFinalBill) {
+		if err := r.Update(ctx, &tenant); err != nil {
+			return ctrl.Result{RequeueAfter: lostRaceRetry}, ignoreLostRace(err)
+		}
+	}
+	var result ctrl.Result
+	first := true
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if !first { // the cache was behind: read the tenant afresh
+			if err := r.APIReader.Get(ctx, req.NamespacedName, &tenant); err != nil {
+				return err
+			}
+		}
+		first = false
+		var err error
+		result, err = r.reconcileStatus(ctx, &tenant)
+		return err
+	})
+	if apierrors.IsConflict(err) { // still behind after the retries: again, soon
+		return ctrl.Result{RequeueAfter: lostRaceRetry}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, ignoreLostRace(err)
+	}
+	if tenant.DeletionTimestamp != nil {
+		return r.releaseWhenBilled(ctx, &tenant, result)
+	}
+	log.V(1).Info("reconciled", "weight", tenant.Status.EffectiveWeight, "achieved", tenant.Status.AchievedShare, "cpuSeconds", tenant.Status.CPUSeconds)
+	return result, nil
+}
 
-	tier, err := r.tierOf(ctx, &tenant)
+// reconcileStatus computes the status and writes it if it changed; the
+// result asks to be called again when a report goes stale or the billing
+// period ends.
+func (r *TenantReconciler) reconcileStatus(ctx context.Context, tenant *kubefairv1.Tenant) (ctrl.Result, error) {
+	tier, err := r.tierOf(ctx, tenant)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -67,51 +111,82 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.List(ctx, &reports); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing node share reports: %w", err)
 	}
-
-	resolvedTier := resolveTier(&tenant, tier)
-	ns := resolveNamespaces(&tenant, tenants.Items, namespaces.Items)
-	usage := aggregateReports(&tenant, reports.Items, resolvedTier.priceMicros >= 0)
+	var open kubefairv1.UsageRecordList
+	if err := r.List(ctx, &open, client.MatchingFields{indexOpenRecord: "true"}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing usage records: %w", err)
+	}
+	now := r.Clock.Now()
+	resolvedTier := resolveTier(tenant, tier)
+	bill, err := r.billOf(ctx, tenant, billing.Period(now))
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	ns := resolveNamespaces(tenant, tenants.Items, namespaces.Items)
+	if tenant.DeletionTimestamp != nil {
+		ns = namespaceResult{} // a tenant being deleted gives its namespaces up
+	}
+	usage := aggregateReports(tenant, reports.Items, now)
+	billed := billingOf(tenant, resolvedTier.currency, bill, open.Items, now)
 
 	status := *tenant.Status.DeepCopy()
 	status.ObservedGeneration = tenant.Generation
 	status.EffectiveWeight = resolvedTier.weight
 	status.Namespaces = ns.owned
-	status.Nodes = usage.nodes
-	status.EntitledShare = usage.entitled
-	status.AchievedShare = usage.achieved
-	if resolvedTier.priceMicros >= 0 {
-		status.CPUNanoseconds += usage.addedNS
-		total, err := cost.Total{Micros: status.CostMicros, Remainder: status.CostRemainder}.Add(usage.addedNS, resolvedTier.priceMicros)
-		if err != nil {
-			return ctrl.Result{}, fmt.Errorf("accruing cost: %w", err)
-		}
-		status.CostMicros, status.CostRemainder = total.Micros, total.Remainder
-		status.Currency = resolvedTier.currency
-	}
-	status.CPUSeconds = cost.FormatCPUSeconds(status.CPUNanoseconds)
-	status.Cost = cost.FormatMicros(status.CostMicros)
-	setConditions(&status, tenant.Generation, resolvedTier, ns, usage, metav1.NewTime(r.Clock.Now()))
+	status.EntitledShare, status.AchievedShare, status.ReportingNodes = usage.entitled, usage.achieved, usage.reportingNodes
+	status.Period, status.Bill, status.CPUSeconds, status.Cost, status.Currency = billed.period, billed.bill, billed.cpuSeconds, billed.cost, resolvedTier.currency
+	setConditions(&status, tenant.Generation, resolvedTier, ns, usage, billed, metav1.NewTime(now))
 
+	result := ctrl.Result{RequeueAfter: nextPeriod(now).Sub(now)}
+	if !usage.recheck.IsZero() {
+		result.RequeueAfter = min(result.RequeueAfter, max(usage.recheck.Sub(now), time.Second))
+	}
 	if equality.Semantic.DeepEqual(tenant.Status, status) {
-		return ctrl.Result{}, nil
+		return result, nil
 	}
-	r.recordTransitions(&tenant, &status, ns)
+	r.recordTransitions(tenant, &status)
 	tenant.Status = status
-	if err := r.Status().Update(ctx, &tenant); err != nil {
-		return ctrl.Result{}, ignoreLostRace(err)
-	}
-	log.V(1).Info("status updated", "weight", status.EffectiveWeight, "namespaces", len(status.Namespaces),
-		"achieved", status.AchievedShare, "accruedNanoseconds", usage.addedNS)
-	return ctrl.Result{}, nil
+	return result, r.Status().Update(ctx, tenant)
 }
 
-// ignoreLostRace drops the errors of a status write that lost a race: the
-// object is gone, or the cache was behind the server (a conflict), in which
-// case the newer version's watch event brings the object back and that
-// attempt recomputes from fresh counters. Neither is worth an error log and
-// a backoff.
+// billOf is the tenant's TenantBill of a period, nil when it has none yet.
+func (r *TenantReconciler) billOf(ctx context.Context, t *kubefairv1.Tenant, period string) (*kubefairv1.TenantBill, error) {
+	var bill kubefairv1.TenantBill
+	if err := r.Get(ctx, client.ObjectKey{Name: billing.BillName(t.Name, string(t.UID), period)}, &bill); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	return &bill, nil
+}
+
+// releaseWhenBilled lets a deleted tenant go once its nodes' final counters
+// are recorded (or they stopped reporting), or after finalUsageTimeout.
+func (r *TenantReconciler) releaseWhenBilled(ctx context.Context, t *kubefairv1.Tenant, result ctrl.Result) (ctrl.Result, error) {
+	c := meta.FindStatusCondition(t.Status.Conditions, kubefairv1.ConditionBilled)
+	waiting := c != nil && c.Reason == kubefairv1.ReasonAwaitingFinalUsage
+	timedOut := r.Clock.Now().After(t.DeletionTimestamp.Add(finalUsageTimeout))
+	if waiting && !timedOut {
+		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
+	}
+	if !controllerutil.RemoveFinalizer(t, kubefairv1.FinalizerFinalBill) {
+		return ctrl.Result{}, nil
+	}
+	if waiting {
+		r.Recorder.Eventf(t, nil, corev1.EventTypeWarning, kubefairv1.EventFinalBill, actionFinalBill, "let go after %s without the final counters: %s", finalUsageTimeout, c.Message)
+	} else {
+		r.Recorder.Eventf(t, nil, corev1.EventTypeNormal, kubefairv1.EventFinalBill, actionFinalBill,
+			"its last CPU is recorded: %s CPU-seconds in %s so far; its bills stay (kubectl get tenantbills --field-selector tenantUID=%s)", t.Status.CPUSeconds, t.Status.Period, t.UID)
+	}
+	return ctrl.Result{}, ignoreLostRace(r.Update(ctx, t))
+}
+
+// nextPeriod is when the billing period that holds now ends.
+func nextPeriod(now time.Time) time.Time {
+	y, m, d := now.UTC().Date()
+	return time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC)
+}
+
+// ignoreLostRace drops the error of a write whose object is gone.
 func ignoreLostRace(err error) error {
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	return err
@@ -138,12 +213,12 @@ const (
 	actionResolveTier     = "ResolveTier"
 	actionClaimNamespaces = "ClaimNamespaces"
 	actionMeasurePods     = "MeasurePods"
-	actionAccrueCost      = "AccrueCost"
+	actionFinalBill       = "RecordFinalBill"
 )
 
 // recordTransitions emits an event when the tenant enters a state a user
 // must act on; steady states emit nothing.
-func (r *TenantReconciler) recordTransitions(t *kubefairv1.Tenant, next *kubefairv1.TenantStatus, ns namespaceResult) {
+func (r *TenantReconciler) recordTransitions(t *kubefairv1.Tenant, next *kubefairv1.TenantStatus) {
 	was := func(typ, reason string) bool {
 		for _, c := range t.Status.Conditions {
 			if c.Type == typ && c.Reason == reason {
@@ -162,13 +237,6 @@ func (r *TenantReconciler) recordTransitions(t *kubefairv1.Tenant, next *kubefai
 			r.Recorder.Eventf(t, nil, corev1.EventTypeWarning, kubefairv1.EventPodsUnmeasured, actionMeasurePods, "%s", c.Message)
 		}
 	}
-	for i, n := range next.Nodes {
-		if i < len(t.Status.Nodes) && t.Status.Nodes[i].Node == n.Node && len(n.Counters) > 0 && len(t.Status.Nodes[i].Counters) > 0 &&
-			n.Counters[len(n.Counters)-1].BootID != t.Status.Nodes[i].Counters[len(t.Status.Nodes[i].Counters)-1].BootID {
-			r.Recorder.Eventf(t, nil, corev1.EventTypeNormal, kubefairv1.EventCounterReset, actionAccrueCost,
-				"the agent on node %s restarted (boot %s); its counter is consumed from zero, nothing is counted twice", n.Node, n.Counters[len(n.Counters)-1].BootID)
-		}
-	}
 }
 
 // SetupWithManager watches Tenants and maps tier, namespace, report and
@@ -176,11 +244,16 @@ func (r *TenantReconciler) recordTransitions(t *kubefairv1.Tenant, next *kubefai
 func (r *TenantReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("tenant").
-		For(&kubefairv1.Tenant{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
+		For(&kubefairv1.Tenant{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{},
+			predicate.AnnotationChangedPredicate{}, deletionStarted{}, statusWiped{}))).
 		Watches(&kubefairv1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.tenantsSharingNamespaces)).
 		Watches(&kubefairv1.PricingTier{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfTier)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfNamespace)).
 		Watches(&kubefairv1.NodeShareReport{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfReport)).
+		Watches(&kubefairv1.UsageRecord{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfRecord)).
+		Watches(&kubefairv1.TenantBill{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.(*kubefairv1.TenantBill).Tenant}}}
+		})).
 		Complete(r)
 }
 
@@ -252,9 +325,9 @@ func (r *TenantReconciler) tenantsOfNamespace(ctx context.Context, o client.Obje
 	return requests(names)
 }
 
-// tenantsOfReport: tenants the report names, and tenants that had an entry
-// for the node (the report dropped them or was deleted).
-func (r *TenantReconciler) tenantsOfReport(ctx context.Context, o client.Object) []reconcile.Request {
+// tenantsOfReport: the tenants a report names (an update maps the old and
+// the new report, so tenants it no longer names recompute too).
+func (r *TenantReconciler) tenantsOfReport(_ context.Context, o client.Object) []reconcile.Request {
 	report := o.(*kubefairv1.NodeShareReport)
 	names := map[string]bool{}
 	for _, s := range report.Tenants {
@@ -263,6 +336,43 @@ func (r *TenantReconciler) tenantsOfReport(ctx context.Context, o client.Object)
 	for _, u := range report.Unmeasured {
 		names[u.Tenant] = true
 	}
-	r.byIndex(ctx, indexNode, report.Name, names)
 	return requests(names)
+}
+
+// tenantsOfRecord: the tenants an open usage record's cursor or last
+// report names (refusals, final counters).
+func (r *TenantReconciler) tenantsOfRecord(ctx context.Context, o client.Object) []reconcile.Request {
+	u := o.(*kubefairv1.UsageRecord)
+	if u.Closed {
+		return nil
+	}
+	names := map[string]bool{}
+	uids := map[string]bool{}
+	for _, c := range u.Cursor.Tenants {
+		uids[c.UID] = true
+	}
+	if l := u.LastReport; l != nil {
+		for _, t := range l.Refused {
+			names[t.Tenant] = true
+		}
+	}
+	for uid := range uids {
+		r.byIndex(ctx, indexUID, uid, names)
+	}
+	return requests(names)
+}
+
+// deletionStarted passes the update that marks a tenant for deletion.
+type deletionStarted struct{ predicate.Funcs }
+
+func (deletionStarted) Update(e event.UpdateEvent) bool {
+	return e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil
+}
+
+// statusWiped passes an update that emptied the status (a restore, a
+// hand edit): it is recomputed from the cluster and the ledger at once.
+type statusWiped struct{ predicate.Funcs }
+
+func (statusWiped) Update(e event.UpdateEvent) bool {
+	return e.ObjectNew.(*kubefairv1.Tenant).Status.ObservedGeneration == 0 && e.ObjectOld.(*kubefairv1.Tenant).Status.ObservedGeneration != 0
 }

@@ -3,6 +3,8 @@ package controllers
 import (
 	"fmt"
 	"sort"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -10,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
+	"github.com/kubefair/kubefair/controllers/billing"
 	"github.com/kubefair/kubefair/controllers/cost"
 )
 
@@ -38,7 +41,7 @@ func resolveTier(t *kubefairv1.Tenant, tier *kubefairv1.PricingTier) tierResult 
 	if tier == nil {
 		return tierResult{weight: t.Status.EffectiveWeight, priceMicros: -1, currency: t.Status.Currency, condition: metav1.Condition{
 			Type: kubefairv1.ConditionTierResolved, Status: metav1.ConditionFalse, Reason: kubefairv1.ReasonTierNotFound,
-			Message: fmt.Sprintf("PricingTier %q does not exist; keeping the last weight (%d) and holding cost accrual until it does", t.Spec.Tier, t.Status.EffectiveWeight)}}
+			Message: fmt.Sprintf("PricingTier %q does not exist; keeping the last weight (%d); its CPU is held, and billed at the tier's price when it exists again", t.Spec.Tier, t.Status.EffectiveWeight)}}
 	}
 	price, err := cost.ParsePrice(tier.Spec.PricePerCPUHour)
 	if err != nil { // the CRD refuses such prices; this guards older objects
@@ -109,7 +112,7 @@ func resolveNamespaces(t *kubefairv1.Tenant, tenants []kubefairv1.Tenant, namesp
 	lost := map[string]bool{}
 	for i := range tenants {
 		other := &tenants[i]
-		if other.Name == t.Name {
+		if other.Name == t.Name || other.DeletionTimestamp != nil { // a tenant being deleted claims nothing
 			continue
 		}
 		theirs, err := claimedNamespaces(other, namespaces)
@@ -139,68 +142,63 @@ func resolveNamespaces(t *kubefairv1.Tenant, tenants []kubefairv1.Tenant, namesp
 	return res
 }
 
-// usageResult is what the nodes' reports add up to for one tenant.
+// usageResult is what the nodes' current reports say of one tenant.
 type usageResult struct {
-	nodes []kubefairv1.TenantNodeStatus
 	// unmeasured says, per node whose agent cannot find some of the
 	// tenant's pods, how many and why.
 	unmeasured     []string
 	entitled       string
 	achieved       string
-	reportingNodes int
-	addedNS        int64
-	err            error
+	reportingNodes int32
+	// silent are the nodes that reported the tenant but stopped reporting.
+	silent []string
+	// recheck is when a report still counted goes stale, zero if none.
+	recheck time.Time
 }
 
-// aggregateReports folds every node's report into the tenant's per-node
-// entries and totals, consuming each node's cumulative counter exactly once
-// (DESIGN.md §Cost). When accrue is false (price unknown) counters are left
-// unconsumed, to be accrued once the price is known again.
-func aggregateReports(t *kubefairv1.Tenant, reports []kubefairv1.NodeShareReport, accrue bool) usageResult {
-	previous := map[string]kubefairv1.TenantNodeStatus{}
-	for _, n := range t.Status.Nodes {
-		previous[n.Node] = n
-	}
+// staleAfter is how long a report counts: three report windows, at least
+// 30 s. A node whose agent stopped reporting stops counting towards the
+// shares and Enforced then.
+func staleAfter(r *kubefairv1.NodeShareReport) time.Duration {
+	return max(3*r.Window.Duration, 30*time.Second)
+}
+
+// aggregateReports folds the nodes' current reports into the tenant's
+// shares, weighted by each node's CPUs. What the nodes billed is the
+// ledger's business (UsageRecords), not the reports'.
+func aggregateReports(t *kubefairv1.Tenant, reports []kubefairv1.NodeShareReport, now time.Time) usageResult {
 	var res usageResult
 	var entitledCPUs, achievedCPUs float64
 	var cpus int32
 	for i := range reports {
 		r := &reports[i]
-		entry := kubefairv1.TenantNodeStatus{Node: r.Name}
-		if prev, ok := previous[r.Name]; ok {
-			entry.Counters = prev.Counters
-			entry.CPUSeconds = prev.CPUSeconds
+		share := findShare(r, t)
+		stale := now.Sub(r.ObservedTime.Time) > staleAfter(r)
+		if stale {
+			if share != nil {
+				res.silent = append(res.silent, r.Name)
+			}
+			continue
 		}
-		share := findShare(r, t.Name)
+		if at := r.ObservedTime.Add(staleAfter(r)); res.recheck.IsZero() || at.Before(res.recheck) {
+			res.recheck = at
+		}
 		if n := findUnmeasured(r, t.Name); n > 0 {
-			entry.UnmeasuredPods = n
 			why := "its agent cannot find their cgroups"
 			if c := meta.FindStatusCondition(r.Conditions, kubefairv1.ConditionPodCgroupsFound); c != nil && c.Status == metav1.ConditionFalse {
 				why = c.Reason + ": " + c.Message
 			}
 			res.unmeasured = append(res.unmeasured, fmt.Sprintf("node %s runs %d pod(s) of this tenant that are neither enforced nor measured (%s)", r.Name, n, why))
 		}
-		if share == nil {
-			if len(entry.Counters) > 0 || entry.UnmeasuredPods > 0 { // keep what was consumed, in case the tenant comes back
-				res.nodes = append(res.nodes, entry)
-			}
+		if share == nil || share.Final {
 			continue
 		}
 		res.reportingNodes++
-		entry.EntitledShare = percent(share.EntitledShare)
-		entry.AchievedShare = percent(share.AchievedShare)
 		entitledCPUs += share.EntitledShare * float64(r.CPUs)
 		achievedCPUs += share.AchievedShare * float64(r.CPUs)
 		cpus += r.CPUs
-		if accrue {
-			delta, counters := cost.Consume(toCounters(entry.Counters), r.BootID, share.CPUNanoseconds)
-			entry.Counters = fromCounters(counters)
-			res.addedNS += delta
-			entry.CPUSeconds = formatNodeSeconds(parseNodeSeconds(entry.CPUSeconds) + delta)
-		}
-		res.nodes = append(res.nodes, entry)
 	}
-	sort.Slice(res.nodes, func(i, j int) bool { return res.nodes[i].Node < res.nodes[j].Node })
+	sort.Strings(res.silent)
 	if cpus > 0 {
 		res.entitled = percent(entitledCPUs / float64(cpus))
 		res.achieved = percent(achievedCPUs / float64(cpus))
@@ -217,9 +215,11 @@ func findUnmeasured(r *kubefairv1.NodeShareReport, tenant string) int32 {
 	return 0
 }
 
-func findShare(r *kubefairv1.NodeShareReport, tenant string) *kubefairv1.TenantShare {
+// findShare is the report's entry for this tenant: by UID, so a tenant
+// created again under the same name is not shown its predecessor's.
+func findShare(r *kubefairv1.NodeShareReport, t *kubefairv1.Tenant) *kubefairv1.TenantShare {
 	for i := range r.Tenants {
-		if r.Tenants[i].Name == tenant {
+		if r.Tenants[i].UID == string(t.UID) {
 			return &r.Tenants[i]
 		}
 	}
@@ -229,41 +229,70 @@ func findShare(r *kubefairv1.NodeShareReport, tenant string) *kubefairv1.TenantS
 // percent renders a share of CPUs (0..1) the way the printer columns show it.
 func percent(share float64) string { return fmt.Sprintf("%.1f%%", 100*share) }
 
-// formatNodeSeconds keeps a node's accrued CPU time to the nanosecond, so
-// that reading it back and adding to it never loses anything.
-func formatNodeSeconds(ns int64) string {
-	return fmt.Sprintf("%d.%09d", ns/1_000_000_000, ns%1_000_000_000)
+// billingResult is what the ledger says of one tenant now.
+type billingResult struct {
+	period, bill, cpuSeconds, cost string
+	// refused describes the nodes whose last report was not billed for
+	// the tenant.
+	refused []string
+	// awaiting are the nodes whose final counter of a tenant being deleted
+	// is not recorded yet; finalDeadline is when the tenant is let go
+	// anyway.
+	awaiting      []string
+	finalDeadline time.Time
 }
 
-func parseNodeSeconds(s string) int64 {
-	var sec, nano int64
-	if _, err := fmt.Sscanf(s, "%d.%09d", &sec, &nano); err != nil {
-		return 0
-	}
-	return sec*1_000_000_000 + nano
-}
+// finalUsageTimeout is how long a deleted tenant waits for its nodes'
+// final counters before it is let go anyway (with an event naming them).
+const finalUsageTimeout = 10 * time.Minute
 
-func toCounters(in []kubefairv1.ConsumedCounter) []cost.Counter {
-	out := make([]cost.Counter, len(in))
-	for i, c := range in {
-		out[i] = cost.Counter{BootID: c.BootID, CPUNanoseconds: c.CPUNanoseconds}
+// billingOf reads the tenant's bill of the current period and the nodes'
+// open UsageRecords: their last reports' refusals, and for a tenant being
+// deleted, whether every node recorded its final counter (or stopped
+// reporting).
+func billingOf(t *kubefairv1.Tenant, tierCurrency string, bill *kubefairv1.TenantBill, open []kubefairv1.UsageRecord, now time.Time) billingResult {
+	res := billingResult{period: billing.Period(now), cpuSeconds: "0.000000000", cost: "0.000000"}
+	if bill != nil {
+		res.bill, res.cpuSeconds = bill.Name, bill.CPUSeconds
+		for _, c := range bill.Costs {
+			if c.Currency == tierCurrency {
+				res.cost = c.Amount
+			}
+		}
 	}
-	return out
-}
-
-func fromCounters(in []cost.Counter) []kubefairv1.ConsumedCounter {
-	out := make([]kubefairv1.ConsumedCounter, len(in))
-	for i, c := range in {
-		out[i] = kubefairv1.ConsumedCounter{BootID: c.BootID, CPUNanoseconds: c.CPUNanoseconds}
+	uid := string(t.UID)
+	for i := range open {
+		u := &open[i]
+		if l := u.LastReport; l != nil {
+			for _, rt := range l.Refused {
+				if rt.UID == uid {
+					res.refused = append(res.refused, fmt.Sprintf("node %s's last report was refused for this tenant: %s: %s", u.Node, rt.Reason, rt.Message))
+				}
+			}
+		}
+		if t.DeletionTimestamp == nil {
+			continue
+		}
+		fresh := u.Cursor.Through != nil && now.Sub(u.Cursor.Through.Time) <= 3*time.Minute
+		for _, c := range u.Cursor.Tenants {
+			if c.UID == uid && ((!c.Final && fresh) || c.HeldNanoseconds > 0) {
+				res.awaiting = append(res.awaiting, u.Node)
+			}
+		}
 	}
-	return out
+	sort.Strings(res.refused)
+	sort.Strings(res.awaiting)
+	if t.DeletionTimestamp != nil {
+		res.finalDeadline = t.DeletionTimestamp.Add(finalUsageTimeout)
+	}
+	return res
 }
 
 // setConditions sums the phases up as Ready, TierResolved, Enforced and
 // Degraded. meta.SetStatusCondition keeps a condition's transition time
 // while its status stays the same, so an unchanged tenant yields an
 // unchanged status.
-func setConditions(st *kubefairv1.TenantStatus, generation int64, tier tierResult, ns namespaceResult, usage usageResult, now metav1.Time) {
+func setConditions(st *kubefairv1.TenantStatus, generation int64, tier tierResult, ns namespaceResult, usage usageResult, bill billingResult, now metav1.Time) {
 	set := func(c metav1.Condition) {
 		c.ObservedGeneration = generation
 		c.LastTransitionTime = now
@@ -273,15 +302,36 @@ func setConditions(st *kubefairv1.TenantStatus, generation int64, tier tierResul
 
 	switch {
 	case usage.reportingNodes > 0:
-		set(metav1.Condition{Type: kubefairv1.ConditionEnforced, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonReported,
-			Message: fmt.Sprintf("%d node(s) report enforcing this tenant", usage.reportingNodes)})
+		msg := fmt.Sprintf("%d node(s) report enforcing this tenant", usage.reportingNodes)
+		if len(usage.silent) > 0 {
+			msg += fmt.Sprintf("; %d stopped reporting (%s)", len(usage.silent), strings.Join(usage.silent, ", "))
+		}
+		set(metav1.Condition{Type: kubefairv1.ConditionEnforced, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonReported, Message: msg})
 	case len(usage.unmeasured) > 0:
 		set(metav1.Condition{Type: kubefairv1.ConditionEnforced, Status: metav1.ConditionFalse, Reason: kubefairv1.ReasonPodsUnmeasured,
 			Message: unmeasuredMessage(usage.unmeasured)})
+	case len(usage.silent) > 0:
+		set(metav1.Condition{Type: kubefairv1.ConditionEnforced, Status: metav1.ConditionFalse, Reason: kubefairv1.ReasonAwaitingReports,
+			Message: fmt.Sprintf("the nodes that ran this tenant stopped reporting (%s)", strings.Join(usage.silent, ", "))})
 	default:
 		set(metav1.Condition{Type: kubefairv1.ConditionEnforced, Status: metav1.ConditionFalse, Reason: kubefairv1.ReasonAwaitingReports,
 			Message: "no node agent reports this tenant yet (no pods running, or no agent)"})
 	}
+
+	billed := metav1.Condition{Type: kubefairv1.ConditionBilled, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonAccruing,
+		Message: "its nodes' reports are billed, per UTC day, in TenantBills (kubectl get tenantbills --field-selector tenant=<name>)"}
+	switch {
+	case len(bill.awaiting) > 0:
+		billed = metav1.Condition{Type: kubefairv1.ConditionBilled, Status: metav1.ConditionFalse, Reason: kubefairv1.ReasonAwaitingFinalUsage,
+			Message: fmt.Sprintf("deleted; waiting until %s for the final counters of node(s) %s", bill.finalDeadline.UTC().Format(time.RFC3339), strings.Join(bill.awaiting, ", "))}
+	case tier.priceMicros < 0:
+		billed = metav1.Condition{Type: kubefairv1.ConditionBilled, Status: metav1.ConditionFalse, Reason: kubefairv1.ReasonPriceUnknown,
+			Message: "the price is unknown: " + tier.condition.Message}
+	case len(bill.refused) > 0:
+		billed = metav1.Condition{Type: kubefairv1.ConditionBilled, Status: metav1.ConditionFalse, Reason: kubefairv1.ReasonReportRefused,
+			Message: unmeasuredMessage(bill.refused)}
+	}
+	set(billed)
 
 	degraded := metav1.Condition{Type: kubefairv1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: kubefairv1.ReasonAsExpected, Message: "nothing prevents this tenant from being honoured"}
 	switch {

@@ -13,14 +13,14 @@ import (
 
 // TestUnmeasuredPods: a node whose agent cannot find some of a tenant's
 // pods makes the tenant Degraded (and not Enforced when no node enforces
-// it), keeps a node entry so that the node's next report reaches the
-// tenant, and bills nothing for those pods.
+// it).
 func TestUnmeasuredPods(t *testing.T) {
+	now := time.Now()
 	notFound := metav1.Condition{Type: kubefairv1.ConditionPodCgroupsFound, Status: metav1.ConditionFalse, Reason: kubefairv1.ReasonLayoutNotFound,
 		Message: "no kubelet pod cgroups: none of /sys/fs/cgroup/kubepods.slice exists"}
-	measured := kubefairv1.NodeShareReport{ObjectMeta: metav1.ObjectMeta{Name: "good"}, CPUs: 2, BootID: "b1",
-		Tenants: []kubefairv1.TenantShare{{Name: "shop", EntitledShare: 0.5, AchievedShare: 0.5, CPUNanoseconds: 10}}}
-	blind := kubefairv1.NodeShareReport{ObjectMeta: metav1.ObjectMeta{Name: "blind"}, CPUs: 2, BootID: "b2",
+	measured := kubefairv1.NodeShareReport{ObjectMeta: metav1.ObjectMeta{Name: "good"}, CPUs: 2, BootID: "b1", ObservedTime: metav1.NewTime(now),
+		Tenants: []kubefairv1.TenantShare{{Name: "shop", UID: "uid-shop", EntitledShare: 0.5, AchievedShare: 0.5, CPUNanoseconds: 10}}}
+	blind := kubefairv1.NodeShareReport{ObjectMeta: metav1.ObjectMeta{Name: "blind"}, CPUs: 2, BootID: "b2", ObservedTime: metav1.NewTime(now),
 		Unmeasured: []kubefairv1.UnmeasuredPods{{Tenant: "shop", Pods: 3}}, Conditions: []metav1.Condition{notFound}}
 	for _, tc := range []struct {
 		name            string
@@ -28,35 +28,22 @@ func TestUnmeasuredPods(t *testing.T) {
 		enforced        metav1.ConditionStatus
 		enforcedReason  string
 		degradedReason  string
-		nodes           int
-		billed          int64
 		messageContains string
 	}{
 		{name: "all measured", reports: []kubefairv1.NodeShareReport{measured}, enforced: metav1.ConditionTrue, enforcedReason: kubefairv1.ReasonReported,
-			degradedReason: kubefairv1.ReasonAsExpected, nodes: 1, billed: 10},
+			degradedReason: kubefairv1.ReasonAsExpected},
 		{name: "one node blind", reports: []kubefairv1.NodeShareReport{measured, blind}, enforced: metav1.ConditionTrue, enforcedReason: kubefairv1.ReasonReported,
-			degradedReason: kubefairv1.ReasonPodsUnmeasured, nodes: 2, billed: 10, messageContains: "node blind runs 3 pod(s)"},
+			degradedReason: kubefairv1.ReasonPodsUnmeasured, messageContains: "node blind runs 3 pod(s)"},
 		{name: "only a blind node", reports: []kubefairv1.NodeShareReport{blind}, enforced: metav1.ConditionFalse, enforcedReason: kubefairv1.ReasonPodsUnmeasured,
-			degradedReason: kubefairv1.ReasonPodsUnmeasured, nodes: 1, messageContains: "LayoutNotFound: no kubelet pod cgroups"},
+			degradedReason: kubefairv1.ReasonPodsUnmeasured, messageContains: "LayoutNotFound: no kubelet pod cgroups"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tenant := &kubefairv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "shop", Generation: 1}}
-			usage := aggregateReports(tenant, tc.reports, true)
-			if len(usage.nodes) != tc.nodes {
-				t.Fatalf("%d node entries, want %d: %+v", len(usage.nodes), tc.nodes, usage.nodes)
-			}
-			if usage.addedNS != tc.billed {
-				t.Errorf("billed %d ns, want %d", usage.addedNS, tc.billed)
-			}
-			for _, n := range usage.nodes {
-				if n.Node == "blind" && (n.UnmeasuredPods != 3 || len(n.Counters) != 0 || n.CPUSeconds != "") {
-					t.Errorf("blind node's entry %+v: want 3 unmeasured pods and nothing billed", n)
-				}
-			}
+			tenant := &kubefairv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "shop", UID: "uid-shop", Generation: 1}}
+			usage := aggregateReports(tenant, tc.reports, now)
 			st := &kubefairv1.TenantStatus{}
 			tier := resolveTier(tenant, nil)
 			tier.condition.Status = metav1.ConditionTrue
-			setConditions(st, 1, tier, namespaceResult{owned: []string{"shop"}}, usage, metav1.NewTime(time.Now()))
+			setConditions(st, 1, tier, namespaceResult{owned: []string{"shop"}}, usage, billingResult{}, metav1.NewTime(now))
 			enforced := meta.FindStatusCondition(st.Conditions, kubefairv1.ConditionEnforced)
 			degraded := meta.FindStatusCondition(st.Conditions, kubefairv1.ConditionDegraded)
 			if enforced.Status != tc.enforced || enforced.Reason != tc.enforcedReason {
@@ -66,5 +53,55 @@ func TestUnmeasuredPods(t *testing.T) {
 				t.Errorf("Degraded = %s: %q, want %s containing %q", degraded.Reason, degraded.Message, tc.degradedReason, tc.messageContains)
 			}
 		})
+	}
+}
+
+// TestSilentNodesStopCounting: a node whose last report is older than
+// three report windows no longer counts towards the shares or Enforced,
+// and a report names a tenant by UID, not by name.
+func TestSilentNodesStopCounting(t *testing.T) {
+	now := time.Now()
+	report := func(name string, age time.Duration, uid string, achieved float64) kubefairv1.NodeShareReport {
+		return kubefairv1.NodeShareReport{ObjectMeta: metav1.ObjectMeta{Name: name}, CPUs: 2, Window: metav1.Duration{Duration: 10 * time.Second},
+			ObservedTime: metav1.NewTime(now.Add(-age)), Tenants: []kubefairv1.TenantShare{{Name: "shop", UID: uid, EntitledShare: 0.5, AchievedShare: achieved}}}
+	}
+	tenant := &kubefairv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "shop", UID: "new"}}
+	usage := aggregateReports(tenant, []kubefairv1.NodeShareReport{
+		report("live", 5*time.Second, "new", 0.4),
+		report("silent", 31*time.Second, "new", 0.9),
+		report("other", 5*time.Second, "old", 0.1), // the tenant's predecessor of the same name
+	}, now)
+	if usage.reportingNodes != 1 || usage.achieved != "40.0%" || len(usage.silent) != 1 || usage.silent[0] != "silent" {
+		t.Fatalf("usage %+v: want only the live node counted, silent named", usage)
+	}
+	if want := now.Add(25 * time.Second); !usage.recheck.Equal(want) {
+		t.Errorf("recheck at %s, want %s (when the live report goes stale)", usage.recheck, want)
+	}
+	usage = aggregateReports(tenant, []kubefairv1.NodeShareReport{report("silent", time.Minute, "new", 0.9)}, now)
+	st := &kubefairv1.TenantStatus{}
+	setConditions(st, 1, tierResult{condition: metav1.Condition{Type: kubefairv1.ConditionTierResolved, Status: metav1.ConditionTrue, Reason: "x"}},
+		namespaceResult{owned: []string{"shop"}}, usage, billingResult{}, metav1.NewTime(now))
+	if c := meta.FindStatusCondition(st.Conditions, kubefairv1.ConditionEnforced); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "stopped reporting (silent)") {
+		t.Errorf("Enforced = %+v with only a silent node", c)
+	}
+}
+
+// TestFinalUsage: a tenant being deleted waits for the nodes that still
+// report it without a final counter, or hold CPU for a price.
+func TestFinalUsage(t *testing.T) {
+	now := time.Now()
+	deleting := &kubefairv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "shop", UID: "u1", DeletionTimestamp: &metav1.Time{Time: now}}}
+	open := func(node string, age time.Duration, c kubefairv1.TenantCounter) kubefairv1.UsageRecord {
+		return kubefairv1.UsageRecord{Node: node, Cursor: kubefairv1.LedgerCursor{Through: &metav1.Time{Time: now.Add(-age)}, Tenants: []kubefairv1.TenantCounter{c}}}
+	}
+	res := billingOf(deleting, "", nil, []kubefairv1.UsageRecord{
+		open("counting", 5*time.Second, kubefairv1.TenantCounter{UID: "u1"}),
+		open("done", 5*time.Second, kubefairv1.TenantCounter{UID: "u1", Final: true}),
+		open("gone-quiet", time.Hour, kubefairv1.TenantCounter{UID: "u1"}),
+		open("holding", time.Hour, kubefairv1.TenantCounter{UID: "u1", Final: true, HeldNanoseconds: 5}),
+		open("other", 5*time.Second, kubefairv1.TenantCounter{UID: "u2"}),
+	}, now)
+	if strings.Join(res.awaiting, ",") != "counting,holding" || !res.finalDeadline.Equal(now.Add(finalUsageTimeout)) {
+		t.Fatalf("awaiting %v until %s", res.awaiting, res.finalDeadline)
 	}
 }

@@ -13,6 +13,10 @@ const (
 	ConditionEnforced = "Enforced"
 	// ConditionDegraded is True when part of the tenant cannot be honoured.
 	ConditionDegraded = "Degraded"
+	// ConditionBilled is True while every node's last report of the tenant
+	// was billed; False when one was refused, when the price is unknown,
+	// or while a deleted tenant waits for its last CPU to be recorded.
+	ConditionBilled = "Billed"
 )
 
 // Condition reasons, CamelCase as metav1.Condition requires.
@@ -30,6 +34,67 @@ const (
 	// ReasonPodsUnmeasured: a node runs pods of the tenant whose cgroups
 	// its agent cannot find (see that node's PodCgroupsFound condition).
 	ReasonPodsUnmeasured = "PodsUnmeasured"
+	// ReasonAccruing: the nodes' reports are billed.
+	ReasonAccruing = "Accruing"
+	// ReasonReportRefused: a node's last report was refused for this
+	// tenant (the message says which node and why).
+	ReasonReportRefused = "ReportRefused"
+	// ReasonPriceUnknown: the tier is missing; CPU is held and billed when
+	// it is back.
+	ReasonPriceUnknown = "PriceUnknown"
+	// ReasonAwaitingFinalUsage: the tenant is being deleted and waits for
+	// its nodes' final counters.
+	ReasonAwaitingFinalUsage = "AwaitingFinalUsage"
+)
+
+// FinalizerFinalBill keeps a deleted Tenant until its last CPU is in the
+// ledger, so that its final bill is complete.
+const FinalizerFinalBill = "kubefair.io/final-bill"
+
+// FinalizerLedgerCursor keeps a node's open UsageRecord, which holds the
+// node's cursor, until the next period's record has taken the cursor over:
+// deleting it cannot make a node's counters count again.
+const FinalizerLedgerCursor = "kubefair.io/ledger-cursor"
+
+// Condition types set on a UsageRecord.
+const (
+	// ConditionReportAccepted is True when the node's last report was
+	// billed in full.
+	ConditionReportAccepted = "ReportAccepted"
+)
+
+// Reasons a report, or a tenant's counter in it, is refused (the
+// ReportAccepted condition, UsageRecord refusals, ReportRefused events,
+// kubefair_reports_refused_total). Nothing refused is ever billed.
+const (
+	// ReasonBilled: the report was billed in full.
+	ReasonBilled = "Billed"
+	// ReasonStaleReport: observed at or before what was already counted,
+	// or from an agent run that a later one replaced.
+	ReasonStaleReport = "StaleReport"
+	// ReasonFutureReport: observed later than the controller's clock
+	// allows (more than the clock skew tolerated).
+	ReasonFutureReport = "ReportFromTheFuture"
+	// ReasonUnknownNode: no Node of the report's name exists.
+	ReasonUnknownNode = "UnknownNode"
+	// ReasonCPUsAboveCapacity: the report claims more CPUs than the Node has.
+	ReasonCPUsAboveCapacity = "CPUsAboveCapacity"
+	// ReasonExceedsCapacity: more CPU than the node's CPUs could run in the
+	// time since it was last counted (plus slack).
+	ReasonExceedsCapacity = "ExceedsCapacity"
+	// ReasonInconsistentCounters: the node's own counters contradict the
+	// tenants' (pods used less than the tenants, or the node than its pods).
+	ReasonInconsistentCounters = "InconsistentCounters"
+	// ReasonUnknownTenant: no Tenant has the UID the report names.
+	ReasonUnknownTenant = "UnknownTenant"
+	// ReasonNoPodsOnNode: the tenant had no pod on the node in the window.
+	ReasonNoPodsOnNode = "NoPodsOnNode"
+	// ReasonCounterDecreased: a cumulative counter went down within a boot.
+	ReasonCounterDecreased = "CounterDecreased"
+	// ReasonTotalOutOfRange: a period's total would not fit in 64 bits of
+	// nanoseconds (beyond the CRDs' bounds: 100000 CPUs a node, one day a
+	// record).
+	ReasonTotalOutOfRange = "TotalOutOfRange"
 )
 
 // Condition types set on a NodeShareReport.
@@ -59,4 +124,9 @@ const (
 	EventTierMissing       = "TierMissing"
 	EventCounterReset      = "AgentRestarted"
 	EventPodsUnmeasured    = "PodsUnmeasured"
+	// EventReportRefused: a report (or a tenant's counter in it) was not
+	// billed; on the NodeShareReport and on the tenant.
+	EventReportRefused = "ReportRefused"
+	// EventFinalBill: a deleted tenant's last CPU is recorded.
+	EventFinalBill = "FinalBill"
 )

@@ -20,6 +20,12 @@ type TenantShare struct {
 	// Name of the Tenant.
 	// +required
 	Name string `json:"name"`
+	// UID of the Tenant: counters and bills follow the object, not its
+	// name, so a tenant deleted and created again starts from zero.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +required
+	UID string `json:"uid"`
 	// EntitledShare of the node's CPUs (0..1) by the fairness model.
 	EntitledShare float64 `json:"entitledShare"`
 	// AchievedShare of the node's CPUs (0..1): CPU used / (CPUs × window).
@@ -39,6 +45,25 @@ type TenantShare struct {
 	// node since BootID started; it never decreases within one boot.
 	// +kubebuilder:validation:Minimum=0
 	CPUNanoseconds int64 `json:"cpuNanoseconds"`
+	// Final is true once the agent no longer counts CPU for the tenant (it
+	// is being deleted, or gone): CPUNanoseconds will not grow again in
+	// this boot, so the controller may close the tenant's bill.
+	// +optional
+	Final bool `json:"final,omitempty"`
+}
+
+// NodeCPU are cumulative CPU counters of the whole node since BootTime,
+// from the same agent as the tenants' counters: what the controller
+// splits into tenants, pods of no tenant, the system and idle time.
+type NodeCPU struct {
+	// CPUNanoseconds is the CPU time of everything on the node (the
+	// cgroup root the agent reads).
+	// +kubebuilder:validation:Minimum=0
+	CPUNanoseconds int64 `json:"cpuNanoseconds"`
+	// PodsCPUNanoseconds is the CPU time of all pods (kubelet's kubepods
+	// cgroup), tenants' or not.
+	// +kubebuilder:validation:Minimum=0
+	PodsCPUNanoseconds int64 `json:"podsCPUNanoseconds"`
 }
 
 // UnmeasuredPods counts one tenant's running pods on the node whose
@@ -54,7 +79,9 @@ type UnmeasuredPods struct {
 }
 
 // NodeShareReport is one node's measurement of the tenants it runs. Its name
-// is the node's name, and only that node's agent writes it.
+// is the node's name, only that node's agent writes it, and the controller
+// makes the Node its owner, so it goes when the Node does. Deleting it
+// bills nothing again: what was billed is in the node's UsageRecords.
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=nsr
 // +kubebuilder:printcolumn:name="BACKEND",type=string,JSONPath=`.backend`
@@ -75,8 +102,10 @@ type NodeShareReport struct {
 	// publishes, 0 when the kernel has none.
 	// +optional
 	KernelABI int32 `json:"kernelABI,omitempty"`
-	// CPUs the node's tenants share.
+	// CPUs the node's tenants share; never more than the Node's capacity
+	// (the controller refuses a report that says otherwise).
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
 	CPUs int32 `json:"cpus"`
 	// Window is the measurement window the shares are computed over.
 	Window metav1.Duration `json:"window"`
@@ -85,7 +114,18 @@ type NodeShareReport struct {
 	// BootID identifies this run of the agent; cumulative counters restart
 	// from zero with a new BootID.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
 	BootID string `json:"bootID"`
+	// BootTime is when this run of the agent started counting: its
+	// counters hold CPU used since then. The controller bills a boot it
+	// has not seen before for at most the node's CPUs × (ObservedTime −
+	// BootTime); without it, for at most CPUs × Window.
+	// +optional
+	BootTime *metav1.Time `json:"bootTime,omitempty"`
+	// Node holds the node's own cumulative counters since BootTime, for
+	// the billing ledger's reconciliation.
+	// +optional
+	Node *NodeCPU `json:"node,omitempty"`
 	// FairnessErrorPoints is the largest |achieved − entitled| over the
 	// backlogged tenants, in percentage points.
 	// +optional
@@ -97,9 +137,10 @@ type NodeShareReport struct {
 	// else and put back, since BootID started.
 	// +optional
 	DriftCorrections int64 `json:"driftCorrections,omitempty"`
-	// Tenants are the per-tenant figures, sorted by name.
+	// Tenants are the per-tenant figures, sorted by name then UID.
 	// +listType=map
-	// +listMapKey=name
+	// +listMapKey=uid
+	// +kubebuilder:validation:MaxItems=10000
 	// +optional
 	Tenants []TenantShare `json:"tenants,omitempty"`
 	// Unmeasured are the tenants with running pods on the node whose

@@ -16,6 +16,7 @@ const (
 )
 
 // PricingTierSpec is what a tier sells: a CPU weight at a price.
+// +kubebuilder:validation:XValidation:rule="(has(self.currency) ? self.currency : 'USD') == (has(oldSelf.currency) ? oldSelf.currency : 'USD')",message="currency cannot change: usage already billed is in the old currency; create a new PricingTier in the new currency and move tenants to it"
 type PricingTierSpec struct {
 	// Weight is the CPU weight this tier buys, relative to other tenants on
 	// the same node (1..10000).
@@ -24,15 +25,17 @@ type PricingTierSpec struct {
 	// +required
 	Weight int32 `json:"weight"`
 
-	// PricePerCPUHour is the price of one CPU-hour used, as a non-negative
-	// decimal string with at most 6 fraction digits (e.g. "0.045"), so money
-	// stays exact.
-	// +kubebuilder:validation:MaxLength=19
-	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]{1,12}([.][0-9]{1,6})?$')",message="pricePerCPUHour must be a non-negative decimal with at most 12 integer and 6 fraction digits, e.g. 0.045"
+	// PricePerCPUHour is the price of one CPU-hour used, as a decimal
+	// string from 0 to 999999.999999 with at most 6 fraction digits (e.g.
+	// "0.045"), so money stays exact and bounded. A new price applies to
+	// CPU used from the moment the API server accepted it (status.prices).
+	// +kubebuilder:validation:MaxLength=13
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]{1,6}([.][0-9]{1,6})?$')",message="pricePerCPUHour must be a decimal from 0 to 999999.999999 with at most 6 fraction digits, e.g. 0.045"
 	// +required
 	PricePerCPUHour string `json:"pricePerCPUHour"`
 
-	// Currency is the ISO 4217 code the price is in.
+	// Currency is the ISO 4217 code the price is in. It cannot change once
+	// set: a tier in another currency is another PricingTier.
 	// +kubebuilder:default=USD
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Z]{3}$')",message="currency must be an ISO 4217 code of three capital letters, e.g. USD"
 	// +optional
@@ -57,6 +60,22 @@ type PricingTierStatus struct {
 	// TenantCount is len(Tenants), for the printer column.
 	// +optional
 	TenantCount int32 `json:"tenantCount"`
+	// Prices are the tier's prices over time, oldest first (the last 32),
+	// each with the time the API server accepted it: CPU is billed at the
+	// price in force when it was used.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	Prices []PriceChange `json:"prices,omitempty"`
+}
+
+// PriceChange is one price of a tier and when it took effect.
+type PriceChange struct {
+	// PricePerCPUHour as in the spec.
+	PricePerCPUHour string `json:"pricePerCPUHour"`
+	// Since is when the price took effect: when the API server accepted
+	// the write that set it.
+	Since metav1.Time `json:"since"`
 }
 
 // PricingTier is a CPU weight and its price per CPU-hour.

@@ -85,96 +85,55 @@ type TenantSpec struct {
 	ThreadPolicy ThreadPolicy `json:"threadPolicy,omitempty"`
 }
 
-// TenantNodeStatus is what one node measured for the tenant, and what the
-// controller has consumed of its cumulative counters.
-type TenantNodeStatus struct {
-	// Node is the node's name.
-	Node string `json:"node"`
-	// EntitledShare of that node's CPUs, as a percentage, e.g. "33.3%".
-	// +optional
-	EntitledShare string `json:"entitledShare,omitempty"`
-	// AchievedShare of that node's CPUs in the last window, as a percentage.
-	// +optional
-	AchievedShare string `json:"achievedShare,omitempty"`
-	// CPUSeconds the tenant used on this node and the controller accrued.
-	// +optional
-	CPUSeconds string `json:"cpuSeconds,omitempty"`
-	// Counters remembers, per agent boot, the last cumulative CPU counter
-	// the controller consumed, so that no report is counted twice.
-	// +listType=map
-	// +listMapKey=bootID
-	// +kubebuilder:validation:MaxItems=4
-	// +optional
-	Counters []ConsumedCounter `json:"counters,omitempty"`
-	// UnmeasuredPods are the tenant's running pods on this node whose
-	// cgroups the node's agent cannot find: neither enforced nor billed.
-	// +optional
-	UnmeasuredPods int32 `json:"unmeasuredPods,omitempty"`
-}
-
-// ConsumedCounter is the last cumulative CPU counter consumed from one agent boot.
-type ConsumedCounter struct {
-	// BootID identifies one run of the node agent.
-	BootID string `json:"bootID"`
-	// CPUNanoseconds is the counter value consumed.
-	CPUNanoseconds int64 `json:"cpuNanoseconds"`
-}
-
-// TenantStatus is what the controller resolved and what the nodes measured.
+// TenantStatus is what the controller resolved, what the nodes measure now,
+// and what the tenant was billed in the current billing period. The bill
+// itself lives in TenantBills, summed from the nodes' UsageRecords, so
+// wiping this status loses nothing.
 type TenantStatus struct {
 	// ObservedGeneration is the generation this status was computed from.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-
-	// Conditions: Ready, TierResolved, Enforced, Degraded.
+	// Conditions: Ready, TierResolved, Enforced, Degraded, Billed.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-
 	// EffectiveWeight is the weight in force: the tier's or spec.weight.
 	// +optional
 	EffectiveWeight int32 `json:"effectiveWeight,omitempty"`
-
 	// Namespaces the tenant owns now (names and selector, minus namespaces
 	// another tenant wins), sorted.
 	// +listType=set
 	// +optional
 	Namespaces []string `json:"namespaces,omitempty"`
-
-	// EntitledShare of the CPUs of the nodes that run the tenant, as a percentage.
+	// EntitledShare of the CPUs of the nodes that report the tenant now, as
+	// a percentage.
 	// +optional
 	EntitledShare string `json:"entitledShare,omitempty"`
-	// AchievedShare of those CPUs in the last window, as a percentage.
+	// AchievedShare of those CPUs in their last window, as a percentage.
 	// +optional
 	AchievedShare string `json:"achievedShare,omitempty"`
-	// CPUSeconds accrued over all nodes, decimal.
+	// ReportingNodes is how many nodes report the tenant now. A node whose
+	// last report is older than three report windows (at least 30 s) no
+	// longer counts, here or in the shares.
+	// +optional
+	ReportingNodes int32 `json:"reportingNodes,omitempty"`
+	// Period is the billing period CPUSeconds and Cost are for: the UTC day,
+	// e.g. "2026-11-25".
+	// +optional
+	Period string `json:"period,omitempty"`
+	// CPUSeconds billed in Period over all nodes, an exact decimal.
 	// +optional
 	CPUSeconds string `json:"cpuSeconds,omitempty"`
-	// Cost accrued at the tier's price, an exact decimal in Currency.
+	// Cost billed in Period in Currency, an exact decimal (millionths).
 	// +optional
 	Cost string `json:"cost,omitempty"`
-	// Currency of Cost.
+	// Currency of Cost: the tier's.
 	// +optional
 	Currency string `json:"currency,omitempty"`
-
-	// CPUNanoseconds is the exact total behind CPUSeconds.
+	// Bill is the name of the TenantBill of Period.
 	// +optional
-	CPUNanoseconds int64 `json:"cpuNanoseconds,omitempty"`
-	// CostMicros is the exact total behind Cost, in millionths of Currency.
-	// +optional
-	CostMicros int64 `json:"costMicros,omitempty"`
-	// CostRemainder carries the sub-micro part of accrued cost between
-	// reports (units of 1/3.6e12 of a micro-unit: the price of one CPU-nanosecond
-	// at one micro-unit per CPU-hour), so that rounding never loses money.
-	// +optional
-	CostRemainder int64 `json:"costRemainder,omitempty"`
-
-	// Nodes holds the per-node figures, sorted by node.
-	// +listType=map
-	// +listMapKey=node
-	// +optional
-	Nodes []TenantNodeStatus `json:"nodes,omitempty"`
+	Bill string `json:"bill,omitempty"`
 }
 
 // Tenant is a group of namespaces that shares CPU by one weight.
@@ -185,6 +144,7 @@ type TenantStatus struct {
 // +kubebuilder:printcolumn:name="WEIGHT",type=integer,JSONPath=`.status.effectiveWeight`
 // +kubebuilder:printcolumn:name="ENTITLED",type=string,JSONPath=`.status.entitledShare`
 // +kubebuilder:printcolumn:name="ACHIEVED",type=string,JSONPath=`.status.achievedShare`
+// +kubebuilder:printcolumn:name="PERIOD",type=string,JSONPath=`.status.period`,priority=1
 // +kubebuilder:printcolumn:name="CPU-SECONDS",type=string,JSONPath=`.status.cpuSeconds`
 // +kubebuilder:printcolumn:name="COST",type=string,JSONPath=`.status.cost`
 // +kubebuilder:printcolumn:name="CURRENCY",type=string,JSONPath=`.status.currency`,priority=1

@@ -1,12 +1,14 @@
-// Package cost is the exact money arithmetic of kubefair (DESIGN.md §Cost):
-// prices and totals are integers, never floats, and cumulative CPU counters
-// from the node agents are consumed exactly once per agent boot.
+// Package cost is the exact money arithmetic of kubefair (docs/controller.md
+// §Billing): prices are integers in millionths of a currency unit, CPU time
+// is integer nanoseconds, products and sums are arbitrary-precision
+// integers (math/big), so nothing overflows and nothing is a float.
 package cost
 
 import (
 	"fmt"
 	"math/big"
 	"strings"
+	"time"
 )
 
 // NanosecondsPerHour converts a CPU counter in nanoseconds to CPU-hours.
@@ -15,13 +17,17 @@ const NanosecondsPerHour = 3600 * 1_000_000_000
 // MicrosPerUnit is the number of micro-units in one unit of currency.
 const MicrosPerUnit = 1_000_000
 
+// MaxPriceMicros is the highest price per CPU-hour the CRD accepts,
+// 999999.999999, in micro-units.
+const MaxPriceMicros = 999_999_999_999
+
 // ParsePrice turns a decimal price per CPU-hour ("0.045", "12", "3.5") into
-// micro-units of its currency. It accepts what the CRD accepts: up to 12
+// micro-units of its currency. It accepts what the CRD accepts: up to 6
 // integer digits and up to 6 fraction digits, no sign, no exponent.
 func ParsePrice(s string) (int64, error) {
 	whole, frac, hasDot := strings.Cut(s, ".")
-	if whole == "" || len(whole) > 12 || (hasDot && (frac == "" || len(frac) > 6)) {
-		return 0, fmt.Errorf("price %q: want a non-negative decimal with at most 12 integer and 6 fraction digits", s)
+	if whole == "" || len(whole) > 6 || (hasDot && (frac == "" || len(frac) > 6)) {
+		return 0, fmt.Errorf("price %q: want a decimal from 0 to 999999.999999 with at most 6 fraction digits", s)
 	}
 	for _, part := range []string{whole, frac} {
 		for _, c := range part {
@@ -38,87 +44,117 @@ func ParsePrice(s string) (int64, error) {
 	return micros, nil
 }
 
-// Total is an exact running total of money: Micros whole micro-units plus
-// Remainder/NanosecondsPerHour of a micro-unit that has not yet added up to
-// a whole one. Keeping the remainder means rounding never loses money,
-// however small each window is.
-type Total struct {
-	Micros    int64
-	Remainder int64
+// FormatPrice is the canonical form of a price: "0.045", "12", "3.5".
+func FormatPrice(micros int64) string {
+	s := fmt.Sprintf("%d.%06d", micros/MicrosPerUnit, micros%MicrosPerUnit)
+	return strings.TrimSuffix(strings.TrimRight(s, "0"), ".")
 }
 
-// Add accrues cpuNanoseconds of CPU at priceMicros per CPU-hour. The product
-// is computed in arbitrary precision, so large counters cannot overflow.
-func (t Total) Add(cpuNanoseconds, priceMicros int64) (Total, error) {
-	if cpuNanoseconds < 0 || priceMicros < 0 {
-		return t, fmt.Errorf("cost: negative input (cpu %dns, price %d micros)", cpuNanoseconds, priceMicros)
-	}
-	num := new(big.Int).Mul(big.NewInt(cpuNanoseconds), big.NewInt(priceMicros))
-	num.Add(num, big.NewInt(t.Remainder))
-	quo, rem := new(big.Int).QuoRem(num, big.NewInt(NanosecondsPerHour), new(big.Int))
-	quo.Add(quo, big.NewInt(t.Micros))
-	if !quo.IsInt64() {
-		return t, fmt.Errorf("cost: total exceeds %d micro-units", int64(^uint64(0)>>1))
-	}
-	return Total{Micros: quo.Int64(), Remainder: rem.Int64()}, nil
+// Cost is ns of CPU at priceMicros per CPU-hour, in micro-units, rounded
+// down: ⌊ns × price / 3.6e12⌋.
+func Cost(ns *big.Int, priceMicros int64) *big.Int {
+	num := new(big.Int).Mul(ns, big.NewInt(priceMicros))
+	return num.Quo(num, big.NewInt(NanosecondsPerHour))
 }
 
 // FormatMicros renders micro-units as a decimal with six fraction digits,
 // e.g. 1234567 → "1.234567".
-func FormatMicros(micros int64) string {
+func FormatMicros(micros *big.Int) string { return formatFixed(micros, 6) }
+
+// ParseMicros reads FormatMicros's output back.
+func ParseMicros(s string) (*big.Int, error) { return parseFixed(s, 6) }
+
+// FormatSeconds renders nanoseconds as exact seconds, e.g. 1500000000 →
+// "1.500000000".
+func FormatSeconds(ns *big.Int) string { return formatFixed(ns, 9) }
+
+// ParseSeconds reads FormatSeconds's output back as nanoseconds.
+func ParseSeconds(s string) (*big.Int, error) { return parseFixed(s, 9) }
+
+func formatFixed(v *big.Int, digits int) string {
 	sign := ""
-	if micros < 0 {
-		sign, micros = "-", -micros
+	a := new(big.Int).Set(v)
+	if a.Sign() < 0 {
+		sign = "-"
+		a.Neg(a)
 	}
-	return fmt.Sprintf("%s%d.%06d", sign, micros/MicrosPerUnit, micros%MicrosPerUnit)
+	s := a.String()
+	if len(s) <= digits {
+		s = strings.Repeat("0", digits-len(s)+1) + s
+	}
+	return sign + s[:len(s)-digits] + "." + s[len(s)-digits:]
 }
 
-// FormatCPUSeconds renders a nanosecond counter as CPU-seconds with three
-// fraction digits, truncated, e.g. 1500000000 → "1.500".
-func FormatCPUSeconds(ns int64) string {
-	return fmt.Sprintf("%d.%03d", ns/1_000_000_000, ns%1_000_000_000/1_000_000)
+func parseFixed(s string, digits int) (*big.Int, error) {
+	whole, frac, _ := strings.Cut(strings.TrimPrefix(s, "-"), ".")
+	if whole == "" || len(frac) > digits {
+		return nil, fmt.Errorf("%q: want a decimal with at most %d fraction digits", s, digits)
+	}
+	v, ok := new(big.Int).SetString(whole+frac+strings.Repeat("0", digits-len(frac)), 10)
+	if !ok {
+		return nil, fmt.Errorf("%q: not a decimal", s)
+	}
+	if strings.HasPrefix(s, "-") {
+		v.Neg(v)
+	}
+	return v, nil
 }
 
-// Counter is the last cumulative CPU counter consumed from one agent boot.
-type Counter struct {
-	BootID         string
-	CPUNanoseconds int64
+// Price is a price per CPU-hour, in micro-units, in force from Since.
+type Price struct {
+	Micros int64
+	Since  time.Time
 }
 
-// MaxCounters is how many agent boots are remembered per node: enough for
-// reports of the previous boots that arrive late, few enough to keep the
-// status small.
-const MaxCounters = 4
+// Segment is the CPU of one window used while one price was in force.
+type Segment struct {
+	From, To    time.Time
+	Micros      int64
+	Nanoseconds int64
+}
 
-// Consume takes a report's cumulative counter for one boot and returns the
-// CPU nanoseconds not yet accrued, with the updated list of counters
-// (most recent boot last). A counter that did not grow (a repeated or an
-// out-of-order report) yields 0. A boot id never seen starts from zero, as a
-// restarted agent's counters do.
-func Consume(counters []Counter, bootID string, cpuNanoseconds int64) (int64, []Counter) {
-	out := make([]Counter, 0, len(counters)+1)
-	var delta int64
-	found := false
-	for _, c := range counters {
-		if c.BootID != bootID {
-			out = append(out, c)
-			continue
-		}
-		found = true
-		if cpuNanoseconds > c.CPUNanoseconds {
-			delta = cpuNanoseconds - c.CPUNanoseconds
-			c.CPUNanoseconds = cpuNanoseconds
-		}
-		out = append(out, c)
+// Spread splits ns of CPU, used over the window [from, to], across the
+// prices in force during it, in proportion to time (the agent measures a
+// window as a whole). prices are oldest first; before the first one's
+// Since, the first price applies. The parts add up to ns exactly: each is
+// rounded down and the last takes what is left.
+func Spread(ns int64, from, to time.Time, prices []Price) []Segment {
+	if len(prices) == 0 {
+		return nil
 	}
-	if !found {
-		if cpuNanoseconds > 0 {
-			delta = cpuNanoseconds
+	var segs []Segment
+	for i, p := range prices {
+		start, end := from, to
+		if i > 0 && p.Since.After(start) {
+			start = p.Since
 		}
-		out = append(out, Counter{BootID: bootID, CPUNanoseconds: max(cpuNanoseconds, 0)})
-		if len(out) > MaxCounters {
-			out = out[len(out)-MaxCounters:]
+		if i+1 < len(prices) && prices[i+1].Since.Before(end) {
+			end = prices[i+1].Since
+		}
+		if end.After(start) {
+			segs = append(segs, Segment{From: start, To: end, Micros: p.Micros})
 		}
 	}
-	return delta, out
+	if len(segs) == 0 { // an empty window: all at the price in force at its end
+		return []Segment{{From: from, To: to, Micros: priceAt(prices, to), Nanoseconds: ns}}
+	}
+	total := big.NewInt(int64(to.Sub(from)))
+	left := ns
+	for i := range segs[:len(segs)-1] {
+		part := new(big.Int).Mul(big.NewInt(ns), big.NewInt(int64(segs[i].To.Sub(segs[i].From))))
+		segs[i].Nanoseconds = part.Quo(part, total).Int64()
+		left -= segs[i].Nanoseconds
+	}
+	segs[len(segs)-1].Nanoseconds = left
+	return segs
+}
+
+func priceAt(prices []Price, t time.Time) int64 {
+	p := prices[0].Micros
+	for _, q := range prices[1:] {
+		if !q.Since.After(t) {
+			p = q.Micros
+		}
+	}
+	return p
 }

@@ -1,8 +1,9 @@
 package cost
 
 import (
-	"math"
+	"math/big"
 	"testing"
+	"time"
 )
 
 func TestParsePrice(t *testing.T) {
@@ -16,14 +17,15 @@ func TestParsePrice(t *testing.T) {
 		{in: "12", want: 12_000_000},
 		{in: "3.5", want: 3_500_000},
 		{in: "0.000001", want: 1},
-		{in: "999999999999.999999", want: 999_999_999_999_999_999},
+		{in: "999999.999999", want: MaxPriceMicros},
+		{in: "1000000", bad: true},
+		{in: "999999999999.999999", bad: true}, // the old CRD's limit, which overflowed totals
 		{in: "", bad: true},
 		{in: ".5", bad: true},
 		{in: "1.", bad: true},
 		{in: "-1", bad: true},
 		{in: "1e3", bad: true},
 		{in: "0.0000001", bad: true},
-		{in: "1234567890123", bad: true},
 	} {
 		got, err := ParsePrice(tc.in)
 		if tc.bad {
@@ -35,89 +37,92 @@ func TestParsePrice(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("ParsePrice(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
 		}
-	}
-}
-
-func TestAddIsExactAcrossManySmallWindows(t *testing.T) {
-	// One CPU-hour at 0.045/h, accrued in 3600 one-second windows, is exactly
-	// 0.045: the sub-micro parts are carried, not rounded away.
-	var total Total
-	var err error
-	for i := 0; i < 3600; i++ {
-		if total, err = total.Add(1_000_000_000, 45_000); err != nil {
-			t.Fatal(err)
+		if back, _ := ParsePrice(FormatPrice(got)); back != got {
+			t.Errorf("FormatPrice(%d) = %q reads back as %d", got, FormatPrice(got), back)
 		}
 	}
-	if total.Micros != 45_000 || total.Remainder != 0 {
-		t.Fatalf("total = %+v, want 45000 micros and no remainder", total)
-	}
-	// One nanosecond at 1/h is far below a micro-unit but is remembered.
-	one, _ := Total{}.Add(1, 1_000_000)
-	if one.Micros != 0 || one.Remainder != 1_000_000 {
-		t.Fatalf("1ns at 1/h = %+v", one)
+	if FormatPrice(45_000) != "0.045" || FormatPrice(12_000_000) != "12" || FormatPrice(0) != "0" {
+		t.Errorf("FormatPrice: %q %q %q", FormatPrice(45_000), FormatPrice(12_000_000), FormatPrice(0))
 	}
 }
 
-func TestAddRoundsDownAndCarries(t *testing.T) {
-	// 1 s at 0.01/h = 0.01/3600 = 2.777… micro-units: 2 whole, rest carried.
-	got, _ := Total{}.Add(1_000_000_000, 10_000)
-	if got.Micros != 2 || got.Remainder != 1_000_000_000*10_000-2*NanosecondsPerHour {
-		t.Fatalf("got %+v", got)
+func TestCostIsRoundedOnceAndExact(t *testing.T) {
+	// One CPU-hour at 0.045/h is exactly 0.045, however it was measured.
+	if got := Cost(big.NewInt(NanosecondsPerHour), 45_000); got.Int64() != 45_000 {
+		t.Fatalf("one CPU-hour at 0.045 = %s micros", got)
+	}
+	// 1 s at 0.01/h = 2.777… micro-units: rounded down to 2.
+	if got := Cost(big.NewInt(1_000_000_000), 10_000); got.Int64() != 2 {
+		t.Fatalf("1 s at 0.01/h = %s micros", got)
+	}
+	// The largest price for 100000 CPUs over a year: the product needs
+	// 125 bits and the result 76; nothing overflows.
+	year := new(big.Int).Mul(big.NewInt(100_000*365*24), big.NewInt(NanosecondsPerHour))
+	want := new(big.Int).Mul(big.NewInt(100_000*365*24), big.NewInt(MaxPriceMicros))
+	if got := Cost(year, MaxPriceMicros); got.Cmp(want) != 0 {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+	if got := FormatMicros(want); got != "875999999999124.000000" {
+		t.Fatalf("FormatMicros(%s) = %s", want, got)
 	}
 }
 
-func TestAddLargeValuesDoNotOverflow(t *testing.T) {
-	// A year of 100 CPUs (3.15e18 ns, near the int64 limit) at 1000/h:
-	// the product needs 84 bits, the result is 8.76e14 micros.
-	year := int64(365*24*3600) * 1_000_000_000 * 100
-	got, err := Total{}.Add(year, 1000*MicrosPerUnit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := int64(365*24) * 100 * 1000 * MicrosPerUnit; got.Micros != want {
-		t.Fatalf("got %d micros, want %d", got.Micros, want)
-	}
-	if _, err := (Total{Micros: math.MaxInt64 - 1}).Add(NanosecondsPerHour, 2); err == nil {
-		t.Fatal("want an overflow error past MaxInt64 micro-units")
-	}
-	if _, err := (Total{}).Add(-1, 1); err == nil {
-		t.Fatal("want an error for a negative counter delta")
-	}
-}
-
-func TestFormat(t *testing.T) {
-	if got := FormatMicros(1_234_567); got != "1.234567" {
-		t.Errorf("FormatMicros = %q", got)
-	}
-	if got := FormatMicros(45); got != "0.000045" {
-		t.Errorf("FormatMicros = %q", got)
-	}
-	if got := FormatCPUSeconds(1_500_000_000); got != "1.500" {
-		t.Errorf("FormatCPUSeconds = %q", got)
-	}
-}
-
-func TestConsume(t *testing.T) {
-	var counters []Counter
-	step := func(boot string, ns, wantDelta int64) {
-		t.Helper()
-		var d int64
-		d, counters = Consume(counters, boot, ns)
-		if d != wantDelta {
-			t.Fatalf("Consume(%s, %d) = %d, want %d (counters %v)", boot, ns, d, wantDelta, counters)
+func TestFixedDecimals(t *testing.T) {
+	for _, tc := range []struct {
+		ns   int64
+		text string
+	}{{0, "0.000000000"}, {1, "0.000000001"}, {1_500_000_000, "1.500000000"}, {-2_000_000_001, "-2.000000001"}} {
+		if got := FormatSeconds(big.NewInt(tc.ns)); got != tc.text {
+			t.Errorf("FormatSeconds(%d) = %q, want %q", tc.ns, got, tc.text)
+		}
+		if back, err := ParseSeconds(tc.text); err != nil || back.Int64() != tc.ns {
+			t.Errorf("ParseSeconds(%q) = %v, %v", tc.text, back, err)
 		}
 	}
-	step("a", 10, 10)
-	step("a", 10, 0) // the same report again
-	step("a", 25, 15)
-	step("a", 20, 0) // an older report arriving late
-	step("b", 5, 5)  // the agent restarted: a new boot counts from zero
-	step("a", 30, 5) // the last report of the old boot, late
-	step("b", 5, 0)
-	for _, boot := range []string{"c", "d", "e"} {
-		step(boot, 1, 1)
+	if got := FormatMicros(big.NewInt(45)); got != "0.000045" {
+		t.Errorf("FormatMicros(45) = %q", got)
 	}
-	if len(counters) != MaxCounters || counters[0].BootID != "b" {
-		t.Fatalf("counters = %v, want the %d most recent boots", counters, MaxCounters)
+	if v, err := ParseMicros("1.5"); err != nil || v.Int64() != 1_500_000 {
+		t.Errorf("ParseMicros(1.5) = %v, %v", v, err)
+	}
+	for _, bad := range []string{"", "x", "1.0000001", "."} {
+		if _, err := ParseMicros(bad); err == nil {
+			t.Errorf("ParseMicros(%q) accepted", bad)
+		}
+	}
+}
+
+func TestSpread(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	prices := []Price{{Micros: 100, Since: at(-100)}, {Micros: 200, Since: at(4)}, {Micros: 300, Since: at(7)}}
+	for _, tc := range []struct {
+		name     string
+		ns       int64
+		from, to time.Time
+		want     []Segment
+	}{
+		{"within one price", 10, at(0), at(3), []Segment{{at(0), at(3), 100, 10}}},
+		{"across two changes", 10, at(0), at(10), []Segment{{at(0), at(4), 100, 4}, {at(4), at(7), 200, 3}, {at(7), at(10), 300, 3}}},
+		{"rounding goes to the last part", 7, at(0), at(10), []Segment{{at(0), at(4), 100, 2}, {at(4), at(7), 200, 2}, {at(7), at(10), 300, 3}}},
+		{"before the first price", 5, at(-300), at(-200), []Segment{{at(-300), at(-200), 100, 5}}},
+		{"after the last change", 5, at(20), at(30), []Segment{{at(20), at(30), 300, 5}}},
+		{"an empty window", 5, at(5), at(5), []Segment{{at(5), at(5), 200, 5}}},
+	} {
+		got := Spread(tc.ns, tc.from, tc.to, prices)
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+			continue
+		}
+		var sum int64
+		for i := range got {
+			sum += got[i].Nanoseconds
+			if got[i] != tc.want[i] {
+				t.Errorf("%s: segment %d = %+v, want %+v", tc.name, i, got[i], tc.want[i])
+			}
+		}
+		if sum != tc.ns {
+			t.Errorf("%s: parts add up to %d, not %d", tc.name, sum, tc.ns)
+		}
 	}
 }

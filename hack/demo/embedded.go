@@ -93,6 +93,9 @@ func runEmbedded(stockFor, kubefairFor time.Duration) error {
 	defer tree.Close()
 
 	k := api.Client
+	if _, err := api.CreateNode(ctx, node, int64(runtime.NumCPU())); err != nil { // the controller bills reports of Nodes only
+		return err
+	}
 	for i := range tiers {
 		if err := k.Create(ctx, &tiers[i]); err != nil {
 			return err

@@ -14,6 +14,7 @@ import (
 	"maps"
 	"math"
 	"path"
+	"slices"
 	"sort"
 	"time"
 
@@ -68,7 +69,7 @@ type Agent struct {
 	// nodeUsage is the node's CPU counter at the last step (0: unknown).
 	nodeUsage  uint64
 	nodeReadAt time.Time
-	cumulative map[string]int64 // tenant → CPU ns since this boot
+	billed     billingCounters // what the reports bill: cumulative counters since this boot
 	window     map[string]*tenantWindow
 	windowFrom time.Time
 	lastReport time.Time
@@ -100,6 +101,10 @@ type podState struct {
 	// The pod's figures in the last step, for its workload's closed loop.
 	cpu        time.Duration
 	backlogged bool
+	// fromStart: the pod started after this run of the agent began
+	// counting, so its first read counts all its CPU (none of it was billed
+	// before).
+	fromStart bool
 	// stall is the pod's cpu.pressure total at the last period (stallSeen:
 	// the kernel has one).
 	stall     uint64
@@ -203,7 +208,7 @@ func New(cfg Config, o Options) (*Agent, error) {
 	a := &Agent{
 		cfg: cfg, log: o.Log, hier: o.Hierarchy, cgroups: o.Cgroups, threads: o.Threads, source: o.Source,
 		reader: o.Reader, writer: o.Writer, metrics: o.Metrics, bootID: hex.EncodeToString(b),
-		kick: make(chan struct{}, 1), procs: procReader{root: cfg.ProcRoot}, relist: true, pods: map[string]*podState{}, cumulative: map[string]int64{}, window: map[string]*tenantWindow{},
+		kick: make(chan struct{}, 1), procs: procReader{root: cfg.ProcRoot}, relist: true, pods: map[string]*podState{}, billed: newBillingCounters(), window: map[string]*tenantWindow{},
 		tenantLoop: newClosedLoop(cfg.Correction), workloadLoops: map[string]*closedLoop{},
 	}
 	a.loadLoops()
@@ -356,6 +361,10 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	if err := a.reader.List(ctx, &tenants); err != nil {
 		return Step{}, fmt.Errorf("listing tenants: %w", err)
 	}
+	// A tenant being deleted is no longer enforced nor billed: its pods go
+	// back to kubelet's weights, and its counter is final.
+	a.billed.begin(now, tenants.Items)
+	tenants.Items = slices.DeleteFunc(tenants.Items, func(t kubefairv1.Tenant) bool { return t.DeletionTimestamp != nil })
 	byUID := make(map[string]*corev1.Pod, len(podList.Items))
 	discovered := make(map[string]bool, len(cgroups))
 	for _, ref := range cgroups {
@@ -410,7 +419,7 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		current[cg] = true
 		ps := a.pods[cg]
 		if ps == nil {
-			ps = &podState{uid: uid, cgroup: cg}
+			ps = &podState{uid: uid, cgroup: cg, fromStart: a.billed.newPod(pod)}
 			a.pods[cg] = ps
 		}
 		ps.member = member
@@ -427,6 +436,7 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		if !current[cg] {
 			if _, stillThere := cgroups[cg]; !stillThere {
 				delete(a.pods, cg) // the pod is gone: nothing to restore
+				a.billed.podGone(ps.uid)
 				continue
 			}
 			leaving = append(leaving, enforce.Pod{Cgroup: cg, UID: ps.uid, Processes: ps.processes})
@@ -458,6 +468,7 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		tenantsCPU += s.CPU
 	}
 	left := a.leftToTenants(tenantsCPU, dt)
+	a.billed.countNode(a.hier)
 	entitled := fairness.Divide(left, principals, a.cfg.CPUs)
 	loop := make([]measured, len(names))
 	for i, n := range names {
@@ -652,12 +663,15 @@ func (a *Agent) measure(ps *podState, containers []string, s *TenantStep, dt tim
 		wait = time.Duration(float64(stall-ps.stall) * scale)
 	}
 	ps.stall, ps.stallSeen = stall, psi
+	if !ps.seen && ps.fromStart {
+		a.billed.add(ps.member, int64(usage)) // all of a new pod's CPU
+	}
 	if ps.seen {
 		if usage >= ps.usage {
 			d := time.Duration(usage - ps.usage)
 			ps.cpu = time.Duration(float64(d) * scale)
 			s.CPU += ps.cpu
-			a.cumulative[ps.member.tenant] += int64(d) // billing: the exact counter
+			a.billed.add(ps.member, int64(d)) // billing: the exact counter
 		}
 		for tid, now := range threads {
 			before, ok := ps.threads[tid]

@@ -20,7 +20,8 @@ const defaultWorkloadWeight = 100
 // membership is where a pod belongs: its tenant and the workload inside it.
 type membership struct {
 	tenant string
-	weight int32 // the tenant's effective weight
+	uid    string // the tenant's UID: what its CPU is billed to
+	weight int32  // the tenant's effective weight
 	// declared: the tenant weighs workloads (spec.workloads); only then
 	// does a closed loop correct the split inside it.
 	declared bool
@@ -38,7 +39,7 @@ func classify(pod *corev1.Pod, tenants []kubefairv1.Tenant) (membership, bool) {
 		if t.Status.EffectiveWeight <= 0 || !slices.Contains(t.Status.Namespaces, pod.Namespace) {
 			continue
 		}
-		m := membership{tenant: t.Name, weight: t.Status.EffectiveWeight, policy: fairness.ThreadPolicy(t.Spec.ThreadPolicy),
+		m := membership{tenant: t.Name, uid: string(t.UID), weight: t.Status.EffectiveWeight, policy: fairness.ThreadPolicy(t.Spec.ThreadPolicy),
 			wlWeight: defaultWorkloadWeight, declared: len(t.Spec.Workloads) > 0}
 		for _, w := range t.Spec.Workloads {
 			sel, err := metav1.LabelSelectorAsSelector(&w.PodSelector)

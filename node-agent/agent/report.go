@@ -7,10 +7,12 @@ import (
 	"sort"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
+	"github.com/kubefair/kubefair/node-agent/cgroupfs"
 	"github.com/kubefair/kubefair/node-agent/fairness"
 )
 
@@ -112,17 +114,16 @@ func (a *Agent) buildReport(now time.Time) *kubefairv1.NodeShareReport {
 	r.Window = metav1.Duration{Duration: window.Round(time.Millisecond)}
 	r.ObservedTime = metav1.NewTime(now)
 	r.BootID = a.bootID
+	r.BootTime = &metav1.Time{Time: a.billed.bootTime}
+	if a.billed.nodeOK {
+		r.Node = &kubefairv1.NodeCPU{CPUNanoseconds: a.billed.node, PodsCPUNanoseconds: a.billed.pods}
+	}
 	r.DriftCorrections = a.drift
 	var entitled, achieved []float64
 	var backlogged []bool
-	names := make([]string, 0, len(a.cumulative))
-	for n := range a.cumulative {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		share := kubefairv1.TenantShare{Name: n, CPUNanoseconds: a.cumulative[n]}
-		if w := a.window[n]; w != nil {
+	for _, c := range a.billed.sorted() {
+		share := kubefairv1.TenantShare{Name: c.name, UID: c.uid, CPUNanoseconds: c.ns, Final: !c.live}
+		if w := a.window[c.name]; w != nil && c.live {
 			share.EntitledShare = round4(w.entitledTime / window.Seconds())
 			share.AchievedShare = round4(float64(w.cpu) / 1e9 / capacity)
 			share.WaitingFraction = round4(float64(w.wait) / 1e9 / capacity)
@@ -156,3 +157,130 @@ func (a *Agent) writeReport(ctx context.Context, r *kubefairv1.NodeShareReport) 
 }
 
 func round4(v float64) float64 { return math.Round(v*1e4) / 1e4 }
+
+// FinalReport writes the node's report once more, synchronously, after
+// the loop has stopped (the agent is exiting): the CPU counted since the
+// last report is billed before the next run starts from zero.
+func (a *Agent) FinalReport(ctx context.Context) error {
+	if w := a.writing; w != nil { // the write in flight ends within its report period
+		select {
+		case err := <-w.done:
+			a.writing = nil
+			if err != nil {
+				a.window, a.windowFrom = w.window, w.from
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if a.windowFrom.IsZero() || !a.lastStep.After(a.windowFrom) {
+		return nil
+	}
+	return a.writeReport(ctx, a.buildReport(a.lastStep))
+}
+
+// billingCounters are what the agent's reports bill: per tenant UID the
+// CPU its pods used since this run of the agent began counting (its first
+// step), and the node's own counters over the same time, for the
+// controller's reconciliation. A tenant's counter is final once the
+// tenant is being deleted or gone (its pods are no longer counted); it is
+// dropped when the tenant is gone from the API, which the controller
+// allows only once it recorded the final counter.
+type billingCounters struct {
+	bootTime time.Time
+	tenants  map[string]*tenantCounter // by tenant UID
+	// counted are the pods whose CPU this run counts, by pod UID: a pod
+	// that leaves a tenant and comes back is not counted from its start
+	// twice.
+	counted map[string]bool
+	// node and pods are the node's and all pods' CPU since bootTime;
+	// nodeOK once both were read twice.
+	node, pods         int64
+	lastNode, lastPods uint64
+	nodeOK             bool
+}
+
+type tenantCounter struct {
+	uid, name string
+	ns        int64
+	live      bool // the tenant exists and is not being deleted
+}
+
+func newBillingCounters() billingCounters {
+	return billingCounters{tenants: map[string]*tenantCounter{}, counted: map[string]bool{}}
+}
+
+// begin starts a step: the first one starts the counters; every one
+// notes which tenants are live, and drops the counters of tenants gone.
+func (b *billingCounters) begin(now time.Time, tenants []kubefairv1.Tenant) {
+	if b.bootTime.IsZero() {
+		b.bootTime = now
+	}
+	exists := map[string]bool{}
+	for _, t := range tenants {
+		exists[string(t.UID)] = true
+		if c := b.tenants[string(t.UID)]; c != nil {
+			c.live = t.DeletionTimestamp == nil
+		}
+	}
+	for uid := range b.tenants {
+		if !exists[uid] {
+			delete(b.tenants, uid)
+		}
+	}
+}
+
+// newPod tells whether a pod the agent has not counted in this run
+// started after the run began counting: then its first read counts all of
+// its CPU (start times are in seconds). A pod already running when the
+// agent started is counted from its first read: what it used before was
+// the previous run's to report.
+func (b *billingCounters) newPod(p *corev1.Pod) bool {
+	uid := string(p.UID)
+	if b.counted[uid] {
+		return false
+	}
+	b.counted[uid] = true
+	return p.Status.StartTime != nil && !p.Status.StartTime.Before(&metav1.Time{Time: b.bootTime.Truncate(time.Second)})
+}
+
+func (b *billingCounters) podGone(uid string) { delete(b.counted, uid) }
+
+func (b *billingCounters) add(m membership, ns int64) {
+	c := b.tenants[m.uid]
+	if c == nil {
+		c = &tenantCounter{uid: m.uid, name: m.tenant, live: true}
+		b.tenants[m.uid] = c
+	}
+	c.ns += ns
+}
+
+// countNode adds what the node and its pods used since the last step.
+func (b *billingCounters) countNode(h *cgroupfs.Hierarchy) {
+	node, errNode := h.NodeUsageNanoseconds()
+	pods, errPods := h.PodsUsageNanoseconds()
+	if errNode != nil || errPods != nil {
+		return
+	}
+	if b.lastNode != 0 && node >= b.lastNode && pods >= b.lastPods {
+		b.node += int64(node - b.lastNode)
+		b.pods += int64(pods - b.lastPods)
+		b.nodeOK = true
+	}
+	b.lastNode, b.lastPods = node, pods
+}
+
+// sorted are the counters by tenant name, then UID.
+func (b *billingCounters) sorted() []*tenantCounter {
+	out := make([]*tenantCounter, 0, len(b.tenants))
+	for _, c := range b.tenants {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].name != out[j].name {
+			return out[i].name < out[j].name
+		}
+		return out[i].uid < out[j].uid
+	})
+	return out
+}

@@ -337,6 +337,16 @@ func (h *Hierarchy) UsageNanoseconds(cgroup string) (uint64, error) {
 // runs with its root at "/"). Read only; the root is never written.
 func (h *Hierarchy) NodeUsageNanoseconds() (uint64, error) { return h.usage("/") }
 
+// PodsUsageNanoseconds is the CPU time of all pods: kubelet's kubepods
+// cgroup. Read only.
+func (h *Hierarchy) PodsUsageNanoseconds() (uint64, error) {
+	l, err := h.Layout()
+	if err != nil {
+		return 0, err
+	}
+	return h.usage(l.Kubepods)
+}
+
 func (h *Hierarchy) usage(cgroup string) (uint64, error) {
 	if h.Mode == V1 {
 		return h.readUint(filepath.Join(h.acctDir(cgroup), "cpuacct.usage"))

@@ -182,6 +182,12 @@ func run() error {
 	if err := a.Run(ctx); err != nil {
 		return err
 	}
+	// The CPU counted since the last report is billed before this run ends.
+	final, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := a.FinalReport(final); err != nil {
+		log.Info("could not write the final report; the CPU since the last one is not billed", "error", err.Error())
+	}
+	cancel()
 	if !*restoreOnExit {
 		return nil
 	}

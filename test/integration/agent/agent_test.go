@@ -70,6 +70,9 @@ func setup(m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer api.Stop()
+	if _, err := api.CreateNode(context.Background(), node, 2); err != nil { // the controller bills reports of Nodes only
+		return 0, err
+	}
 	return m.Run(), nil
 }
 

@@ -198,19 +198,21 @@ func TestAPIServerAway(t *testing.T) {
 	// counter the agent reported, and cost is that CPU at the tier's price.
 	var tn kubefairv1.Tenant
 	var last kubefairv1.NodeShareReport
+	var billedNS, billedMicros int64
 	accrued := func() bool {
 		if w.k8s.Get(ctx, client.ObjectKey{Name: node}, &last) != nil || w.k8s.Get(ctx, client.ObjectKey{Name: "aw"}, &tn) != nil {
 			return false
 		}
-		return tn.Status.CPUNanoseconds == counter(&last, "aw") && tn.Status.CPUNanoseconds >= counter(after, "aw") &&
-			tn.Status.CostMicros == tn.Status.CPUNanoseconds/1_000_000
+		billedNS, billedMicros = billed(t, w.k8s, &tn, "USD")
+		return billedNS == counter(&last, "aw") && billedNS >= counter(after, "aw") &&
+			billedMicros == billedNS/1_000_000
 	}
 	// The controller's informers come back after their backoff: up to 30 s,
 	// doubled by jitter, after an outage of over a minute.
 	for deadline := time.Now().Add(2 * time.Minute); !accrued(); time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the controller accrued %d ns (cost %d micro-units) for aw; the latest report says %d ns, the first after the outage %d ns",
-				tn.Status.CPUNanoseconds, tn.Status.CostMicros, counter(&last, "aw"), counter(after, "aw"))
+				billedNS, billedMicros, counter(&last, "aw"), counter(after, "aw"))
 		}
 	}
 	t.Logf("after the outage: aw accrued %s CPU-seconds, cost %s %s", tn.Status.CPUSeconds, tn.Status.Cost, tn.Status.Currency)

@@ -119,6 +119,6 @@ func describe(tn *kubefairv1.Tenant) string {
 	for _, c := range s.Conditions {
 		conds += fmt.Sprintf(" %s=%s/%s", c.Type, c.Status, c.Reason)
 	}
-	return fmt.Sprintf("weight=%d ns=%v entitled=%q achieved=%q cpu=%dns cost=%d+%d %s nodes=%d%s",
-		s.EffectiveWeight, s.Namespaces, s.EntitledShare, s.AchievedShare, s.CPUNanoseconds, s.CostMicros, s.CostRemainder, s.Currency, len(s.Nodes), conds)
+	return fmt.Sprintf("weight=%d ns=%v entitled=%q achieved=%q nodes=%d period=%s cpu=%s cost=%s %s%s",
+		s.EffectiveWeight, s.Namespaces, s.EntitledShare, s.AchievedShare, s.ReportingNodes, s.Period, s.CPUSeconds, s.Cost, s.Currency, conds)
 }

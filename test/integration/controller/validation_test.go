@@ -65,17 +65,23 @@ func TestAPIServerRefusesBadObjects(t *testing.T) {
 			s.Workloads = []kubefairv1.Workload{workload("vm-a", 1), workload("vm-a", 3)}
 		}), "workload names must be unique"},
 		{"workload name not a DNS label", tenant(func(s *kubefairv1.TenantSpec) { s.Workloads = []kubefairv1.Workload{workload("VM A", 1)} }), "workload name must be a DNS label"},
-		{"negative price", pricing(func(s *kubefairv1.PricingTierSpec) { s.PricePerCPUHour = "-0.05" }), "pricePerCPUHour must be a non-negative decimal"},
-		{"price not a decimal", pricing(func(s *kubefairv1.PricingTierSpec) { s.PricePerCPUHour = "cheap" }), "pricePerCPUHour must be a non-negative decimal"},
-		{"price with 7 fraction digits", pricing(func(s *kubefairv1.PricingTierSpec) { s.PricePerCPUHour = "0.0000001" }), "pricePerCPUHour must be a non-negative decimal"},
+		{"negative price", pricing(func(s *kubefairv1.PricingTierSpec) { s.PricePerCPUHour = "-0.05" }), "pricePerCPUHour must be a decimal from 0 to 999999.999999"},
+		{"price not a decimal", pricing(func(s *kubefairv1.PricingTierSpec) { s.PricePerCPUHour = "cheap" }), "pricePerCPUHour must be a decimal from 0 to 999999.999999"},
+		{"price with 7 fraction digits", pricing(func(s *kubefairv1.PricingTierSpec) { s.PricePerCPUHour = "0.0000001" }), "pricePerCPUHour must be a decimal from 0 to 999999.999999"},
+		{"price of a million", pricing(func(s *kubefairv1.PricingTierSpec) { s.PricePerCPUHour = "1000000" }), "pricePerCPUHour must be a decimal from 0 to 999999.999999"},
+		{"the price that overflowed totals", pricing(func(s *kubefairv1.PricingTierSpec) { s.PricePerCPUHour = "999999999999.999999" }), "pricePerCPUHour"},
 		{"lower-case currency", pricing(func(s *kubefairv1.PricingTierSpec) { s.Currency = "usd" }), "currency must be an ISO 4217 code"},
 		{"tier weight 0", pricing(func(s *kubefairv1.PricingTierSpec) { s.Weight = 0 }), "spec.weight"},
 		{"unknown latency class", pricing(func(s *kubefairv1.PricingTierSpec) { s.LatencyClass = "realtime" }), "spec.latencyClass"},
 		{"report with unknown backend", report(func(r *kubefairv1.NodeShareReport) { r.Backend = "ebpf" }), "backend"},
 		{"report with no CPUs", report(func(r *kubefairv1.NodeShareReport) { r.CPUs = 0 }), "cpus"},
 		{"report with negative counter", report(func(r *kubefairv1.NodeShareReport) {
-			r.Tenants = []kubefairv1.TenantShare{{Name: "a", CPUNanoseconds: -1}}
+			r.Tenants = []kubefairv1.TenantShare{{Name: "a", UID: "u", CPUNanoseconds: -1}}
 		}), "cpuNanoseconds"},
+		{"report naming a tenant without its UID", report(func(r *kubefairv1.NodeShareReport) {
+			r.Tenants = []kubefairv1.TenantShare{{Name: "a", CPUNanoseconds: 1}}
+		}), "uid"},
+		{"report with more CPUs than any node", report(func(r *kubefairv1.NodeShareReport) { r.CPUs = 100001 }), "cpus"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := k8s.Create(ctx(), tc.obj)
