@@ -61,6 +61,9 @@ type Agent struct {
 	metrics  *Metrics
 	lastStep time.Time
 	found    podsFound
+	// weightsAreRequests: kubelet reports pod cgroup weights as the pods'
+	// CPU requests, so the plan may not scale them (enforce.Plan.Rescale).
+	weightsAreRequests bool
 
 	pods map[string]*podState // by pod cgroup
 	// The closed loops: over the tenants, and over each tenant's workloads.
@@ -371,6 +374,11 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		discovered[ref.uid] = true
 	}
 	running := map[string]*corev1.Pod{}
+	// kubelet ≥ 1.36 (InPlacePodLevelResourcesVerticalScaling) reports a
+	// running pod's cgroup weight back as its CPU request in
+	// status.resources, and the scheduler counts the larger of that and the
+	// spec: then the weights must not be scaled up for resolution.
+	weightsAreRequests := false
 	for i := range podList.Items {
 		p := &podList.Items[i]
 		if p.Spec.NodeName != a.cfg.NodeName {
@@ -382,7 +390,18 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		}
 		if p.Status.Phase == corev1.PodRunning {
 			running[string(p.UID)] = p
+			if p.Status.Resources != nil && p.Status.Resources.Requests.Cpu() != nil && !p.Status.Resources.Requests.Cpu().IsZero() {
+				weightsAreRequests = true
+			}
 		}
+	}
+	if weightsAreRequests != a.weightsAreRequests || a.Last.Time.IsZero() {
+		if weightsAreRequests {
+			a.log.Info("kubelet reports pod cgroup weights as the pods' CPU requests (status.resources): weights are not scaled up for resolution")
+		} else {
+			a.log.Info("kubelet does not report pod cgroup weights as requests: weights may be scaled up for resolution")
+		}
+		a.weightsAreRequests = weightsAreRequests
 	}
 	found, news := a.found.update(a.hier, running, discovered, func(p *corev1.Pod) (string, bool) {
 		m, ok := classify(p, tenants.Items)
@@ -490,7 +509,7 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		demandSum += principals[i].Demand
 	}
 	spare := demandSum < left
-	plan := enforce.Plan{}
+	plan := enforce.Plan{Rescale: !a.weightsAreRequests}
 	var groupSum float64
 	group := make([]float64, len(names))
 	for i, n := range names {

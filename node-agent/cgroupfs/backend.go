@@ -24,12 +24,13 @@ import (
 // so that a pod leaving its tenant, an uninstall or an agent restart can
 // put kubelet's value back.
 //
-// Weights keep their resolution by scale: kubelet's weights are small on
-// cgroup v2 (a 50m request is cpu.weight 2), too coarse to split among a
-// tenant's pods. So in each QoS cgroup the backend multiplies every pod's
-// weight by one factor — the tenants' planned weights and kubelet's
-// weights of the pods of no tenant alike —, which leaves every ratio
-// between siblings, and so every share, as planned.
+// Weights keep their resolution by scale, where the plan allows it:
+// kubelet's weights are small on cgroup v2 (a 50m request is cpu.weight
+// 2), too coarse to split among a tenant's pods. So in each QoS cgroup the
+// backend multiplies every pod's weight by one factor — the tenants'
+// planned weights and kubelet's weights of the pods of no tenant alike —,
+// which leaves every ratio between siblings, and so every share, as
+// planned.
 type Backend struct {
 	h        *Hierarchy
 	stateDir string
@@ -116,9 +117,10 @@ func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 			errs = append(errs, err)
 		}
 		k := uint64(1)
-		if parent != layout.Kubepods { // Guaranteed pods' siblings are the QoS cgroups, kubelet's to weigh
+		if plan.Rescale && parent != layout.Kubepods { // Guaranteed pods' siblings are the QoS cgroups, kubelet's to weigh
 			k = b.rescale(parent, pods, others)
 		}
+		b.scale[parent] = k
 		for _, pod := range pods {
 			want := uint64(math.Round(max(pod.Weight, 0) * float64(k)))
 			changed = b.set(pod.Cgroup, b.h.clampNative(want), &res, &errs) || changed

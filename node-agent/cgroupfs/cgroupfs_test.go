@@ -3,6 +3,7 @@ package cgroupfs
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -360,7 +361,7 @@ func TestBackend(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The tenants' two Burstable pods split their kubelet weights 4:1.
-		plan := enforce.Plan{Pods: []enforce.Pod{
+		plan := enforce.Plan{Rescale: true, Pods: []enforce.Pod{
 			{Cgroup: a, Weight: 1.6 * float64(kubelet)}, {Cgroup: b, Weight: 0.4 * float64(kubelet)},
 			{Cgroup: d, Weight: float64(kubelet)}, {Cgroup: c, Weight: 1},
 		}}
@@ -393,7 +394,7 @@ func TestBackend(t *testing.T) {
 		nudge := func(f float64) enforce.Plan {
 			p := slices.Clone(plan.Pods)
 			p[0].Weight *= f
-			return enforce.Plan{Pods: p}
+			return enforce.Plan{Pods: p, Rescale: true}
 		}
 		if res, _ := backend.Apply(nudge(1.005)); res.Writes != 0 || res.Drift != 0 || fileValue(t, root, h, a) != wa {
 			t.Fatalf("a 0.5 %% nudge: %+v, file %d", res, fileValue(t, root, h, a))
@@ -440,7 +441,7 @@ func TestBackend(t *testing.T) {
 
 		// Once the plan's weights are large, the scale goes back to 1 and
 		// pods of no tenant get kubelet's value back.
-		big := enforce.Plan{Pods: []enforce.Pod{{Cgroup: a, Weight: 16 * float64(resolution)}, {Cgroup: b, Weight: 4 * float64(resolution)}}}
+		big := enforce.Plan{Rescale: true, Pods: []enforce.Pod{{Cgroup: a, Weight: 16 * float64(resolution)}, {Cgroup: b, Weight: 4 * float64(resolution)}}}
 		if _, err := again.Apply(plan); err != nil {
 			t.Fatal(err)
 		}
@@ -453,6 +454,27 @@ func TestBackend(t *testing.T) {
 			}
 		} else if got := fileValue(t, root, h, other); got != kubelet {
 			t.Errorf("unscaled again, the pod of no tenant holds %d, want kubelet's %d", got, kubelet)
+		}
+
+		// Where kubelet reports pod weights as requests, nothing is scaled:
+		// the plan's weights are written as they are, and the pod of no
+		// tenant gets kubelet's value back.
+		if _, err := again.Apply(plan); err != nil {
+			t.Fatal(err)
+		}
+		unscaled := plan
+		unscaled.Rescale = false
+		if _, err := again.Apply(unscaled); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := fileValue(t, root, h, a), uint64(math.Round(1.6*float64(kubelet))); got != want {
+			t.Errorf("unscaled, pod a holds %d, want the plan's %d", got, want)
+		}
+		if got := fileValue(t, root, h, other); got != kubelet {
+			t.Errorf("unscaled, the pod of no tenant holds %d, want kubelet's %d", got, kubelet)
+		}
+		if len(again.Scales()) != 0 {
+			t.Errorf("scales in use without Rescale: %v", again.Scales())
 		}
 
 		// A pod that vanished is not an error.

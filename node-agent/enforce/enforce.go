@@ -36,6 +36,13 @@ type Pod struct {
 // Plan is everything a backend must make true this period.
 type Plan struct {
 	Pods []Pod
+	// Rescale lets the cgroup backend multiply the weights of a QoS
+	// cgroup's pods by one factor for resolution. It is false where kubelet
+	// reports each pod cgroup's weight as that pod's CPU request
+	// (status.resources; the scheduler then counts the larger of it and the
+	// spec), so that kubefair's weights never look like more requested CPU
+	// than the pods' own requests add up to.
+	Rescale bool
 }
 
 // Result tells the loop what a backend did, for metrics and the report.

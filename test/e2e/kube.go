@@ -11,11 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
 	"github.com/kubefair/kubefair/test/harness/cluster"
@@ -38,6 +41,10 @@ type world struct {
 	window  time.Duration
 	windows int
 }
+
+// The harness's controller-runtime clients log through controller-runtime's
+// logger: errors only, on stderr.
+func init() { logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel))) }
 
 func newClient(t *testing.T, c *cluster.Cluster) client.Client {
 	scheme := kruntime.NewScheme()
@@ -138,4 +145,3 @@ func readInt(t *testing.T, path string) int64 {
 func (w *world) shares(p corev1.Pod) int64 {
 	return readInt(w.t, filepath.Join(scenario.PodCgroup("cpu", p), "cpu.shares"))
 }
-

@@ -158,6 +158,12 @@ authentication:
 authorization:
   mode: Webhook
 serializeImagePulls: false
+# kubelet 1.36+ reports a pod cgroup's weight back as the pod's CPU request
+# (status.resources), which the scheduler counts; kubefair then does not
+# scale weights up for resolution, and on cgroup v2 a 50m pod's weight (2)
+# leaves too little to split. Off, as kubefair recommends for such nodes.
+featureGates:
+  InPlacePodLevelResourcesVerticalScaling: false
 %s`, GuestIP, guestKubeletPort, guestKubeletHealthz, guestContainerdSock, guestCA, taints)
 }
 

@@ -1,0 +1,454 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
+	"github.com/kubefair/kubefair/node-agent/fairness"
+	"github.com/kubefair/kubefair/test/harness/cluster"
+	"github.com/kubefair/kubefair/test/harness/scenario"
+)
+
+// guestWindow and guestWindows: the node suite's shares are medians of
+// this many windows of this length, measured inside the guest.
+const (
+	guestWindow  = 10 * time.Second
+	guestWindows = 7
+)
+
+// TestSystemdNode runs the greedy tenants (1, 4 and 12 pods weighted 4:2:1)
+// on a real cgroup v2 node whose kubelet uses the systemd driver: a QEMU
+// guest with systemd as PID 1, containerd 2 and kubelet 1.37, joined to the
+// local cluster. Stock first, then kubefair, from the same run; then
+// systemd's daemon-reload, an agent restart, an in-place resize, an agent
+// that cannot find the pods, and uninstall.
+func TestSystemdNode(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("the node suite runs a real cluster and a QEMU guest and needs root (CI runs as root)")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	before := hostSnapshot(t)
+	c, err := cluster.Up(ctx, cluster.Config{Dir: "/tmp/kubefair-e2e", Log: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			keepLogs(t, c)
+		}
+		if err := c.Down(); err != nil {
+			t.Errorf("tearing the cluster down: %v", err)
+		}
+		checkHostRestored(t, before)
+	})
+	start := time.Now()
+	g, err := c.AddGuestNode(ctx, cluster.GuestConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("guest node %s Ready %.0f s after boot", g.Name(), time.Since(start).Seconds())
+	t.Cleanup(func() {
+		if t.Failed() {
+			logCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := g.SaveLogs(logCtx); err != nil { // into the cluster's logs, which its cleanup keeps
+				t.Logf("the guest's journal: %v", err)
+			}
+		}
+	})
+	w := &world{t: t, c: c, k8s: newClient(t, c), ctx: ctx, tools: scenario.Tools{Cluster: c, Helm: os.Getenv("HELM")},
+		sc: scenario.Greedy.On(g.Name()), node: g.Name(), cpu: guestUsage(g), window: guestWindow, windows: guestWindows}
+	n := &guestWorld{world: w, g: g}
+	n.checkNodeShape()
+
+	// The controller stays on the host node: the guest is the node under
+	// test. Under TCG the guest runs Go programs several times slower than
+	// a real CPU, so the agent requests more of it than the chart's 100m.
+	onHost := []string{"--set", "controller.nodeSelector.kubernetes\\.io/hostname=" + c.NodeName(),
+		"--set", "agent.resources.requests.cpu=500m"}
+	if err := w.tools.InstallKubefair(ctx, false, onHost...); err != nil {
+		t.Fatal(err)
+	}
+	w.waitReady(2*time.Minute, 1, "the controller", client.InNamespace(namespace))
+	if err := w.sc.Create(ctx, w.k8s, 5*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// What kubelet and runc wrote, before kubefair: every pod slice at
+	// kubelet's linear conversion of its request, every container scope at
+	// runc's own (read back, never assumed, by the agent too).
+	stockWeights := n.weights()
+	n.checkStockWeights(stockWeights)
+	n.checkLogsThroughAPIServer()
+	time.Sleep(2 * time.Second)
+	stock := w.measure()
+
+	if err := w.tools.InstallKubefair(ctx, true, onHost...); err != nil {
+		t.Fatal(err)
+	}
+	w.waitReady(3*time.Minute, 3, "the controller and both agents", client.InNamespace(namespace))
+	firstBoot := w.waitReport(time.Time{}, "")
+	time.Sleep(10 * time.Second) // the closed loop settles
+	kf := w.measure()
+	w.printComparison(stock, kf)
+	w.checkShares("kubefair on the cgroup v2 systemd node", kf)
+	w.checkStock(stock)
+	r := w.report()
+	if c := meta.FindStatusCondition(r.Conditions, kubefairv1.ConditionPodCgroupsFound); c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "systemd driver") {
+		t.Errorf("the guest's report says %+v, want PodCgroupsFound True with the systemd driver", c)
+	}
+	w.checkCost()
+
+	t.Run("systemd daemon-reload", func(t *testing.T) {
+		w := w.with(t)
+		drift := w.report().DriftCorrections
+		weighted := n.podWeights()
+		// systemd applies every unit's CPUWeight again — kubelet's value
+		// on each pod slice: drift, which the agent counts and undoes.
+		if _, err := g.Run(ctx, "systemctl daemon-reload"); err != nil {
+			t.Fatal(err)
+		}
+		w.eventually(30*time.Second, "the drift in the node's report", func() (bool, string) {
+			d := w.report().DriftCorrections
+			return d >= drift+int64(len(weighted)), fmt.Sprintf("driftCorrections %d, was %d (%d pods)", d, drift, len(weighted))
+		})
+		// The closed loop moves weights a little between periods: back means
+		// far from kubelet's value, near kubefair's before the reload.
+		kubelet := fairness.CgroupV2WeightFromShares(51)
+		w.eventually(5*time.Second, "kubefair's weights back on every pod", func() (bool, string) {
+			now := n.podWeights()
+			for cg, want := range weighted {
+				if got := now[cg]; got < 10*kubelet || !near(got, want, 0.25) {
+					return false, fmt.Sprintf("%s holds %d, kubefair had %d (kubelet's is %d)", cg, got, want, kubelet)
+				}
+			}
+			return true, ""
+		})
+	})
+
+	t.Run("agent restarted", func(t *testing.T) {
+		w := w.with(t)
+		old := n.agentPod()
+		if err := w.k8s.Delete(w.ctx, &old); err != nil {
+			t.Fatal(err)
+		}
+		w.eventually(3*time.Minute, "a new agent pod Ready on the guest", func() (bool, string) {
+			p := n.agentPod()
+			return p.UID != old.UID && ready(p), "waiting"
+		})
+		w.waitReport(time.Now(), firstBoot)
+		time.Sleep(settle)
+		w.checkShares("after the agent restarted", w.measure())
+		w.checkCost()
+	})
+
+	t.Run("in-place resize", func(t *testing.T) {
+		w := w.with(t)
+		batch := w.pods(client.InNamespace("batch"))
+		p := batch[0]
+		drift := w.report().DriftCorrections
+		patch := []byte(`{"spec":{"containers":[{"name":"burner","resources":{"requests":{"cpu":"100m"}}}]}}`)
+		if err := w.k8s.SubResource("resize").Patch(w.ctx, &p, client.RawPatch("application/strategic-merge-patch+json", patch)); err != nil {
+			t.Fatalf("resizing %s: %v", p.Name, err)
+		}
+		// kubelet asks systemd for the pod slice's new CPUWeight (4 for
+		// 100m); the agent puts its own back and counts the drift.
+		w.eventually(2*time.Minute, "the drift in the node's report", func() (bool, string) {
+			d := w.report().DriftCorrections
+			return d > drift, fmt.Sprintf("driftCorrections %d, was %d", d, drift)
+		})
+		w.eventually(10*time.Second, "the resized pod weighed as its peers", func() (bool, string) {
+			ws := n.podWeights()
+			got, peer := ws[n.podSlice(p)], ws[n.podSlice(batch[1])]
+			return near(got, peer, 0.02), fmt.Sprintf("cpu.weight %d, another batch pod %d", got, peer)
+		})
+	})
+
+	t.Run("pods not found", func(t *testing.T) {
+		w := w.with(t)
+		// An agent told the wrong kubelet cgroup root finds no pods: it
+		// says so, and the tenants are Degraded, with an event.
+		wrong := append(onHost, "--set", "agent.kubelet.cgroupRoot=/nowhere.slice")
+		if err := w.tools.InstallKubefair(ctx, true, wrong...); err != nil {
+			t.Fatal(err)
+		}
+		w.eventually(3*time.Minute, "the guest's report to say it finds no pod cgroups", func() (bool, string) {
+			c := meta.FindStatusCondition(w.report().Conditions, kubefairv1.ConditionPodCgroupsFound)
+			if c == nil {
+				return false, "no condition"
+			}
+			return c.Status == metav1.ConditionFalse && c.Reason == kubefairv1.ReasonLayoutNotFound &&
+				strings.Contains(c.Message, "/nowhere.slice/nowhere-kubepods.slice"), c.Reason + ": " + c.Message
+		})
+		w.eventually(time.Minute, "every tenant Degraded for its unmeasured pods", func() (bool, string) {
+			var tenants kubefairv1.TenantList
+			if err := w.k8s.List(w.ctx, &tenants); err != nil {
+				return false, err.Error()
+			}
+			for _, tn := range tenants.Items {
+				d := meta.FindStatusCondition(tn.Status.Conditions, kubefairv1.ConditionDegraded)
+				if d == nil || d.Reason != kubefairv1.ReasonPodsUnmeasured || !strings.Contains(d.Message, g.Name()) {
+					return false, fmt.Sprintf("%s: %+v", tn.Name, d)
+				}
+			}
+			return true, ""
+		})
+		w.eventually(30*time.Second, "a PodsUnmeasured event", func() (bool, string) {
+			out := w.kubectl("get", "events", "-A", "--field-selector", "reason="+kubefairv1.EventPodsUnmeasured, "-o", "name")
+			return strings.TrimSpace(out) != "", "no event yet"
+		})
+		if got := n.agentMetric("kubefair_agent_unmeasured_pods"); got < float64(w.sc.Pods()) {
+			t.Errorf("kubefair_agent_unmeasured_pods is %v, want at least the scenario's %d pods", got, w.sc.Pods())
+		}
+		if err := w.tools.InstallKubefair(ctx, true, onHost...); err != nil {
+			t.Fatal(err)
+		}
+		w.eventually(3*time.Minute, "the pods found again", func() (bool, string) {
+			c := meta.FindStatusCondition(w.report().Conditions, kubefairv1.ConditionPodCgroupsFound)
+			return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", c)
+		})
+	})
+
+	t.Run("helm uninstall", func(t *testing.T) {
+		w := w.with(t)
+		if _, err := w.tools.HelmRun(w.ctx, "uninstall", scenario.Release, "--namespace", namespace, "--wait", "--timeout", "3m"); err != nil {
+			t.Fatal(err)
+		}
+		// helm waits for the DaemonSet object; its pods stop after it (the
+		// terminating ones count: they restore kubelet's weights as they go).
+		w.eventually(2*time.Minute, "the agent pods to be gone", func() (bool, string) {
+			var list corev1.PodList
+			if err := w.k8s.List(w.ctx, &list, client.InNamespace(namespace)); err != nil {
+				return false, err.Error()
+			}
+			return len(list.Items) == 0, fmt.Sprintf("%d kubefair pods left", len(list.Items))
+		})
+		// Every value kubelet, systemd and runc had written is back. The
+		// batch pod resized above has kubelet's and runc's new values for
+		// 100m.
+		after := n.weights()
+		resized := n.podSlice(w.pods(client.InNamespace("batch"))[0])
+		for cg, want := range stockWeights {
+			switch {
+			case cg == resized:
+				want = fairness.CgroupV2WeightFromShares(102)
+			case strings.HasPrefix(cg, resized+"/"):
+				want = fairness.RuncV2WeightFromShares(102)
+			}
+			if got, ok := after[cg]; ok && got != want {
+				t.Errorf("after uninstall %s has cpu.weight %d, want %d as before kubefair", cg, got, want)
+			}
+		}
+	})
+}
+
+// guestWorld is the world of the node suite: the guest node under test.
+type guestWorld struct {
+	*world
+	g *cluster.GuestNode
+}
+
+// checkNodeShape: the guest is the node the suite is about.
+func (n *guestWorld) checkNodeShape() {
+	t := n.t
+	var node corev1.Node
+	if err := n.k8s.Get(n.ctx, client.ObjectKey{Name: n.g.Name()}, &node); err != nil {
+		t.Fatal(err)
+	}
+	info := node.Status.NodeInfo
+	t.Logf("guest node %s: kubelet %s, %s, kernel %s", n.g.Name(), info.KubeletVersion, info.ContainerRuntimeVersion, info.KernelVersion)
+	if info.KubeletVersion != "v1.37.2" || info.ContainerRuntimeVersion != "containerd://2.4.2" {
+		t.Errorf("the guest runs kubelet %s and %s, want v1.37.2 and containerd://2.4.2", info.KubeletVersion, info.ContainerRuntimeVersion)
+	}
+	out, err := n.g.Run(n.ctx, "stat -f -c %T /sys/fs/cgroup; cat /sys/fs/cgroup/cgroup.controllers; readlink /proc/1/exe; ls -d /sys/fs/cgroup/kubepods.slice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Split(strings.TrimSpace(out), "\n")
+	if len(f) != 4 || f[0] != "cgroup2fs" || !strings.Contains(" "+f[1]+" ", " cpu ") || !strings.HasSuffix(f[2], "systemd") {
+		t.Fatalf("the guest's cgroups and init: %q; want cgroup2fs with the cpu controller, systemd as PID 1 and kubelet's kubepods.slice", f)
+	}
+}
+
+// checkLogsThroughAPIServer: the API server reaches the guest's kubelet at
+// the node's address (what kubectl logs and exec need).
+func (n *guestWorld) checkLogsThroughAPIServer() {
+	t := n.t
+	cfg, err := n.c.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := n.scenarioPods()[0]
+	if _, err := cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(n.ctx); err != nil {
+		t.Errorf("pod %s/%s's logs through the API server: %v", p.Namespace, p.Name, err)
+	}
+}
+
+// podSlice is a Burstable pod's cgroup in the guest (systemd driver).
+func (n *guestWorld) podSlice(p corev1.Pod) string {
+	uid := strings.ReplaceAll(string(p.UID), "-", "_")
+	return "/sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uid + ".slice"
+}
+
+// scenarioPods are the scenario's pods on the guest.
+func (n *guestWorld) scenarioPods() []corev1.Pod {
+	var out []corev1.Pod
+	for _, tn := range n.sc.Tenants {
+		out = append(out, n.pods(client.InNamespace(tn.Namespace))...)
+	}
+	return out
+}
+
+// weights reads cpu.weight of every scenario pod's slice and of its
+// container's scope in the guest, in one ssh round trip.
+func (n *guestWorld) weights() map[string]uint64 {
+	var dirs []string
+	for _, p := range n.scenarioPods() {
+		dirs = append(dirs, n.podSlice(p))
+		for _, cs := range p.Status.ContainerStatuses {
+			dirs = append(dirs, n.podSlice(p)+"/cri-containerd-"+strings.TrimPrefix(cs.ContainerID, "containerd://")+".scope")
+		}
+	}
+	return n.readUints(dirs, "cpu.weight")
+}
+
+// podWeights are the pod slices' weights alone.
+func (n *guestWorld) podWeights() map[string]uint64 {
+	var dirs []string
+	for _, p := range n.scenarioPods() {
+		dirs = append(dirs, n.podSlice(p))
+	}
+	return n.readUints(dirs, "cpu.weight")
+}
+
+// readUints reads a one-number file in each directory; a directory that
+// is gone is left out.
+func (n *guestWorld) readUints(dirs []string, file string) map[string]uint64 {
+	n.t.Helper()
+	out, err := n.g.Run(n.ctx, "for d in "+strings.Join(dirs, " ")+"; do [ -f $d/"+file+" ] && echo $d $(cat $d/"+file+"); done")
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return parsePairs(n.t, out)
+}
+
+func parsePairs(t *testing.T, out string) map[string]uint64 {
+	vals := map[string]uint64{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		v, err := strconv.ParseUint(f[1], 10, 64)
+		if err != nil {
+			t.Fatalf("reading %q: %v", line, err)
+		}
+		vals[f[0]] = v
+	}
+	return vals
+}
+
+// checkStockWeights: kubelet gave each pod slice its linear conversion of
+// the 50m request, runc each container scope its own.
+func (n *guestWorld) checkStockWeights(ws map[string]uint64) {
+	kubelet, runc := fairness.CgroupV2WeightFromShares(51), fairness.RuncV2WeightFromShares(51)
+	pods := 0
+	for cg, w := range ws {
+		want := kubelet
+		if strings.HasSuffix(cg, ".scope") {
+			want = runc
+		} else {
+			pods++
+		}
+		if w != want {
+			n.t.Errorf("stock: %s has cpu.weight %d, want %d", cg, w, want)
+		}
+	}
+	if pods != n.sc.Pods() {
+		n.t.Fatalf("stock: read %d pod slices, want the scenario's %d", pods, n.sc.Pods())
+	}
+	n.t.Logf("stock weights: pod slices %d (kubelet's conversion of 51 shares), container scopes %d (runc's)", kubelet, runc)
+}
+
+// agentPod is the agent pod on the guest.
+func (n *guestWorld) agentPod() corev1.Pod {
+	for _, p := range n.pods(client.InNamespace(namespace), client.MatchingLabels{"app.kubernetes.io/component": "agent"}) {
+		if p.Spec.NodeName == n.g.Name() {
+			return p
+		}
+	}
+	return corev1.Pod{}
+}
+
+// agentMetric reads one series of the guest agent's Prometheus endpoint
+// (host network, the port of ci/local-cluster-values.yaml) from inside the
+// guest; -1 when absent.
+func (n *guestWorld) agentMetric(name string) float64 {
+	out, err := n.g.Run(n.ctx, `exec 3<>/dev/tcp/127.0.0.1/19090 && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && cat <&3`)
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}
+
+// guestUsage reads the pods' CPU time from their slices' cpu.stat in the
+// guest, in one ssh round trip.
+func guestUsage(g *cluster.GuestNode) scenario.Usage {
+	return func(ctx context.Context, pods []corev1.Pod) (map[types.UID]int64, error) {
+		n := &guestWorld{g: g}
+		var dirs []string
+		byDir := map[string]types.UID{}
+		for _, p := range pods {
+			d := n.podSlice(p)
+			dirs = append(dirs, d)
+			byDir[d] = p.UID
+		}
+		out, err := g.Run(ctx, "for d in "+strings.Join(dirs, " ")+"; do echo $d $(sed -n 's/^usage_usec //p' $d/cpu.stat); done")
+		if err != nil {
+			return nil, err
+		}
+		usage := map[types.UID]int64{}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			f := strings.Fields(line)
+			if len(f) != 2 {
+				return nil, fmt.Errorf("guest cpu.stat: %q", line)
+			}
+			us, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("guest cpu.stat: %q: %w", line, err)
+			}
+			usage[byDir[f[0]]] = us * 1000
+		}
+		return usage, nil
+	}
+}
+
+// near: a and b differ by at most the fraction tol of the larger.
+func near(a, b uint64, tol float64) bool {
+	return math.Abs(float64(a)-float64(b)) <= tol*math.Max(float64(a), float64(b))
+}
