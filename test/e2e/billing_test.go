@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"math/big"
-	"net"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -18,56 +15,7 @@ import (
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
 	"github.com/kubefair/kubefair/controllers/billing"
 	"github.com/kubefair/kubefair/controllers/cost"
-	"github.com/kubefair/kubefair/test/harness/cluster"
-	"github.com/kubefair/kubefair/test/harness/scenario"
 )
-
-// TestBilling runs the billing faults alone on a fresh cluster (the end-
-// to-end suite calls checkBillingFaults among its faults):
-//
-//	KUBEFAIR_E2E_BILLING=1 go test -v -run TestBilling ./test/e2e/
-func TestBilling(t *testing.T) {
-	if os.Getenv("KUBEFAIR_E2E_BILLING") == "" {
-		t.Skip("set KUBEFAIR_E2E_BILLING=1 to run the billing faults alone (TestEndToEnd runs them)")
-	}
-	if os.Geteuid() != 0 {
-		t.Fatal("the billing faults run a real cluster and need root")
-	}
-	if l, err := net.Listen("tcp", "127.0.0.1:6443"); err != nil {
-		t.Fatalf("port 6443 is taken: another cluster runs on this machine (%v)", err)
-	} else {
-		l.Close()
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	before := hostSnapshot(t)
-	c, err := cluster.Up(ctx, cluster.Config{Dir: "/tmp/kubefair-e2e", Log: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			keepLogs(t, c)
-		}
-		if err := c.Down(); err != nil {
-			t.Errorf("tearing the cluster down: %v", err)
-		}
-		checkHostRestored(t, before)
-	})
-	w := &world{t: t, c: c, k8s: newClient(t, c), ctx: ctx, tools: scenario.Tools{Cluster: c, Helm: os.Getenv("HELM")},
-		sc: scenario.Full, node: c.NodeName(), cpu: scenario.HostUsage}
-	if err := w.tools.InstallKubefair(ctx, true); err != nil {
-		t.Fatal(err)
-	}
-	w.waitReady(time.Minute, 2, "the controller and the agent", client.InNamespace(namespace))
-	if err := w.sc.Create(ctx, w.k8s, 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	w.waitReport(time.Time{}, "")
-	time.Sleep(20 * time.Second) // a few reports billed
-	w.checkBillingFaults(t)
-	w.checkCost()
-}
 
 // checkBillingFaults repeats issue 16's faults on the real cluster and
 // asserts that nothing is billed twice: the NodeShareReports deleted (the
@@ -75,17 +23,19 @@ func TestBilling(t *testing.T) {
 // controller restarted, a Tenant deleted and created again under its name.
 // After each, every tenant's bill grew by no more than its pods used over
 // the time (plus the report window before the fault); then the node's CPU
-// time adds up. Call it from a subtest of TestEndToEnd:
-//
-//	t.Run("billing faults", func(t *testing.T) { w.checkBillingFaults(t) })
+// time adds up. TestEndToEnd runs it as a subtest.
 func (w *world) checkBillingFaults(t *testing.T) {
 	w = w.with(t)
 	if r := w.report(); len(r.OwnerReferences) != 1 || r.OwnerReferences[0].Kind != "Node" || r.OwnerReferences[0].Name != w.node {
 		t.Errorf("the NodeShareReport's owners are %+v, want its Node (it goes with it)", r.OwnerReferences)
 	}
-	w.noDoubleBilling("NodeShareReports deleted", func() { w.kubectl("delete", "nodesharereports", "--all") })
-	w.noDoubleBilling("UsageRecords deleted", func() { w.kubectl("delete", "usagerecords", "--all", "--wait=false") })
-	w.noDoubleBilling("the controller restarted", w.restartController)
+	// One window for the three: a report counted again would bill
+	// everything since the agent started, far more than the window's use.
+	w.noDoubleBilling("NodeShareReports and UsageRecords deleted, the controller restarted", func() {
+		w.kubectl("delete", "nodesharereports", "--all")
+		w.kubectl("delete", "usagerecords", "--all", "--wait=false")
+		w.restartController()
+	})
 	w.recreateTenant("batch")
 	w.checkReconciliation()
 }

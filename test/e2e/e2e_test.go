@@ -188,26 +188,8 @@ func TestEndToEnd(t *testing.T) {
 		})
 	})
 
-	t.Run("controller restarted", func(t *testing.T) {
-		w := w.with(t)
-		old := w.pods(client.InNamespace(namespace), client.MatchingLabels{"app.kubernetes.io/component": "controller"})
-		if err := w.k8s.Delete(w.ctx, &old[0]); err != nil {
-			t.Fatal(err)
-		}
-		w.eventually(90*time.Second, "a new controller Ready", func() (bool, string) {
-			pods := w.pods(client.InNamespace(namespace), client.MatchingLabels{"app.kubernetes.io/component": "controller"})
-			return len(pods) == 1 && pods[0].UID != old[0].UID && ready(pods[0]), fmt.Sprintf("%d controller pods", len(pods))
-		})
-		cpu := w.tenantCPU()
-		w.eventually(30*time.Second, "tenants' CPU-seconds to grow again", func() (bool, string) {
-			now := w.tenantCPU()
-			for name := range now {
-				if now[name] <= cpu[name] {
-					return false, name + " has not grown"
-				}
-			}
-			return true, ""
-		})
+	t.Run("billing faults", func(t *testing.T) {
+		w.checkBillingFaults(t)
 		w.checkCost()
 	})
 
@@ -443,20 +425,6 @@ func percent(s string) float64 {
 		return math.NaN()
 	}
 	return v
-}
-
-// tenantCPU is each tenant's accrued CPU in nanoseconds.
-func (w *world) tenantCPU() map[string]int64 {
-	w.t.Helper()
-	var tenants kubefairv1.TenantList
-	if err := w.k8s.List(w.ctx, &tenants); err != nil {
-		w.t.Fatal(err)
-	}
-	out := map[string]int64{}
-	for _, tn := range tenants.Items {
-		out[tn.Name] = w.billedNanoseconds(tn)
-	}
-	return out
 }
 
 // checkCost: each tenant's accrued CPU is never more than its pods really
