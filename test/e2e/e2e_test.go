@@ -44,25 +44,9 @@ const (
 )
 
 func TestEndToEnd(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("the end-to-end suite runs a real cluster and needs root (CI runs as root)")
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	before := hostSnapshot(t)
-	c, err := cluster.Up(ctx, cluster.Config{Dir: "/tmp/kubefair-e2e", Log: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			keepLogs(t, c)
-		}
-		if err := c.Down(); err != nil {
-			t.Errorf("tearing the cluster down: %v", err)
-		}
-		checkHostRestored(t, before)
-	})
+	c := upCluster(ctx, t)
 	w := &world{t: t, c: c, k8s: newClient(t, c), ctx: ctx, tools: scenario.Tools{Cluster: c, Helm: os.Getenv("HELM")},
 		sc: scenario.Full, node: c.NodeName(), cpu: scenario.HostUsage, window: window, windows: windows}
 

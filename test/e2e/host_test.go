@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -93,4 +94,29 @@ func keepLogs(t *testing.T, c *cluster.Cluster) {
 		_ = exec.Command("cp", "-rL", filepath.Join(c.Dir(), "pod-logs"), filepath.Join(dst, "pods")).Run()
 		t.Logf("the cluster's logs are in %s", dst)
 	}
+}
+
+// upCluster starts the suite's local cluster; the test's cleanup tears it
+// down, keeps its logs if the test failed, and checks that the host is as
+// before.
+func upCluster(ctx context.Context, t *testing.T) *cluster.Cluster {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("the suite runs a real cluster (kubelet, containerd, cgroups) and needs root (CI runs as root)")
+	}
+	before := hostSnapshot(t)
+	c, err := cluster.Up(ctx, cluster.Config{Dir: "/tmp/kubefair-e2e", Log: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			keepLogs(t, c)
+		}
+		if err := c.Down(); err != nil {
+			t.Errorf("tearing the cluster down: %v", err)
+		}
+		checkHostRestored(t, before)
+	})
+	return c
 }

@@ -37,25 +37,9 @@ const (
 // systemd's daemon-reload, an agent restart, an in-place resize, an agent
 // that cannot find the pods, and uninstall.
 func TestSystemdNode(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("the node suite runs a real cluster and a QEMU guest and needs root (CI runs as root)")
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	before := hostSnapshot(t)
-	c, err := cluster.Up(ctx, cluster.Config{Dir: "/tmp/kubefair-e2e", Log: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			keepLogs(t, c)
-		}
-		if err := c.Down(); err != nil {
-			t.Errorf("tearing the cluster down: %v", err)
-		}
-		checkHostRestored(t, before)
-	})
+	c := upCluster(ctx, t)
 	start := time.Now()
 	g, err := c.AddGuestNode(ctx, cluster.GuestConfig{})
 	if err != nil {
