@@ -16,10 +16,11 @@ import (
 	"github.com/kubefair/kubefair/controllers/cost"
 )
 
-// The phases of a Tenant's status, in the order of DESIGN.md: weight from the
-// tier, namespaces (and conflicts between tenants), the nodes' reports, cost,
-// and the conditions that sum it up. Each phase is a pure function of what
-// the reconciler read, so the status is a function of the cluster's state.
+// The phases of a Tenant's status, in the order of docs/controller.md:
+// weight from the tier, namespaces (and conflicts between tenants), the
+// nodes' reports, cost, and the conditions that sum it up. Each phase is a
+// pure function of what the reconciler read, so the status is a function of
+// the cluster's state.
 
 // tierResult is what resolving spec.tier / spec.weight gave.
 type tierResult struct {

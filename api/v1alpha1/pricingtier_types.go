@@ -5,8 +5,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// LatencyClass selects the scheduler slice a tier's tenants get (DESIGN.md
-// "beyond": short slices for interactive tenants, long ones for batch).
+// LatencyClass selects the scheduler slice a tier's tenants get (not acted
+// on yet, docs/design.md "Not built yet": short slices for interactive
+// tenants, long ones for batch).
 // +kubebuilder:validation:Enum=interactive;batch
 type LatencyClass string
 

@@ -6,7 +6,7 @@ import (
 )
 
 // ThreadPolicy says how threads inside a tenant's pods share the pod's CPU
-// (DESIGN.md §fairness model, level 3).
+// (docs/design.md §Fairness model, level 3).
 // +kubebuilder:validation:Enum=TWRS;PFS;TFPS;None
 type ThreadPolicy string
 

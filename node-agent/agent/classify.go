@@ -58,7 +58,7 @@ func classify(pod *corev1.Pod, tenants []kubefairv1.Tenant) (membership, bool) {
 
 // splitTenant divides a tenant's group weight over its pods: workloads by
 // their weights, pods of one workload equally, unselected pods one default
-// weight each (DESIGN.md §fairness model, level 2). When the tenant
+// weight each (docs/design.md §Fairness model, level 2). When the tenant
 // declares workloads, their own closed loop corrects the split by what each
 // achieved of the tenant's CPU, as the tenant loop does between tenants;
 // equal pods of a plain tenant get equal weights, uncorrected (per-pod

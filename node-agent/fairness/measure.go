@@ -6,7 +6,7 @@ import (
 )
 
 // AchievedShare is the fraction of a node of cpus CPUs that cpu time used
-// over window: cpu / (cpus × window) (DESIGN.md §fairness model, 4).
+// over window: cpu / (cpus × window) (docs/design.md §Fairness model, level 4).
 func AchievedShare(cpu, window time.Duration, cpus int) float64 {
 	if window <= 0 || cpus <= 0 || cpu <= 0 {
 		return 0

@@ -22,7 +22,7 @@ func capOf(p Principal, cpus int) float64 {
 	return math.Min(float64(min(p.Threads, cpus))/float64(cpus), p.Demand)
 }
 
-// Properties of entitled shares (DESIGN.md §fairness model, 1), over many
+// Properties of entitled shares (docs/design.md §Fairness model, level 1), over many
 // random cases: they sum to at most 1, nobody exceeds its feasibility cap
 // or demand, the sum is work-conserving, shares do not change when every
 // weight is scaled, and more weight never means a smaller share.

@@ -2,8 +2,8 @@
 // (GPS/GMS with the SFS feasibility constraint and work-conserving
 // water-filling), thread policies, weight conversions and the measurement
 // figures. It does no I/O and imports nothing from Kubernetes, so the agent,
-// the tests and the benchmarks all use the same formulas (DESIGN.md
-// §The fairness model).
+// the tests and the benchmarks all use the same formulas (docs/design.md
+// §Fairness model).
 package fairness
 
 import (

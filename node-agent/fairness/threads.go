@@ -1,7 +1,7 @@
 package fairness
 
 // ThreadPolicy says how the threads of a process share the process's weight
-// (DESIGN.md §fairness model, level 3).
+// (docs/design.md §Fairness model, level 3).
 type ThreadPolicy string
 
 const (

@@ -276,9 +276,9 @@ func waitActive(t *testing.T, pid, n int) {
 }
 
 // TestTWRSMode: a pod with TWRS processes A (1 thread) and B (3 threads)
-// beside C (2 threads) outside any pod, all on one CPU. Eq. 3.3 weighs A's
-// thread 1024 × (6 − 1), B's 1024 × (6 − 3), C's 1024: shares 31.25 %,
-// 56.25 %, 12.5 %. Then the pod's policy changes to TFPS: the backend takes
+// beside C (2 threads) outside any pod, all on one CPU. 000 eq. 3.3 weighs
+// A's thread 1024 × (6 − 1), B's 1024 × (6 − 3), C's 1024: shares
+// 31.25 %, 56.25 %, 12.5 %. Then the pod's policy changes to TFPS: the backend takes
 // the processes out of the mode and sets TFPS weights per thread.
 func TestTWRSMode(t *testing.T) {
 	offCPU0(t)

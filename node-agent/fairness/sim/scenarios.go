@@ -5,8 +5,8 @@ import "math"
 // Tick is the simulated scheduling granularity (seconds).
 const Tick = 0.001
 
-// S0Result is one run of the thesis's S0 experiment (000 §3.4): processes A,
-// B and C with 1, 8 and k threads on one CPU.
+// S0Result is one run of the thesis's S0 experiment (000 §3.6, table 3.2):
+// processes A, B and C with 1, 8 and k threads on one CPU.
 type S0Result struct {
 	// Shares of the CPU per process (A, B, C), greedy threads.
 	Shares [3]float64
@@ -70,7 +70,7 @@ func allDone(s *Sim) bool {
 	return true
 }
 
-// VMShare is table 5.3's setting: two VMs with 6 vCPU threads each on 2
+// VMShare is 000 table 5.3's setting: two VMs with 6 vCPU threads each on 2
 // CPUs (3 threads of each per CPU), VM weights 1 and n, threads weighted
 // process-fairly inside each VM. It returns VM 1's share.
 func VMShare(n float64) float64 {
