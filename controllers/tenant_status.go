@@ -58,7 +58,7 @@ func resolveTier(t *kubefairv1.Tenant, tier *kubefairv1.PricingTier) tierResult 
 func claimedNamespaces(t *kubefairv1.Tenant, namespaces []corev1.Namespace) (map[string]bool, error) {
 	var selector labels.Selector
 	if t.Spec.NamespaceSelector != nil {
-		s, err := metav1.LabelSelectorAsSelector(t.Spec.NamespaceSelector)
+		s, err := t.Spec.NamespaceSelector.AsSelector()
 		if err != nil {
 			return nil, err
 		}

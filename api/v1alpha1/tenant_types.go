@@ -34,7 +34,7 @@ type Workload struct {
 
 	// PodSelector selects the tenant's pods that belong to this workload.
 	// +required
-	PodSelector metav1.LabelSelector `json:"podSelector"`
+	PodSelector LabelSelector `json:"podSelector"`
 
 	// Weight of this workload against the tenant's other workloads (1..10000).
 	// Pods matched by no workload share the rest equally, one default
@@ -71,7 +71,7 @@ type TenantSpec struct {
 
 	// NamespaceSelector adds every namespace whose labels match.
 	// +optional
-	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+	NamespaceSelector *LabelSelector `json:"namespaceSelector,omitempty"`
 
 	// Workloads weight groups of pods (VMs, services) inside the tenant.
 	// +kubebuilder:validation:MaxItems=64
