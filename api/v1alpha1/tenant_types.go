@@ -61,15 +61,24 @@ type TenantSpec struct {
 	// +optional
 	Weight *int32 `json:"weight,omitempty"`
 
-	// Namespaces are namespaces that belong to the tenant, by name.
+	// Namespaces are namespaces that belong to the tenant, by name. The
+	// cluster's own (kube-system, kube-public, kube-node-lease) and
+	// kubefair's (kubefair-system) cannot be a tenant's.
 	// +kubebuilder:validation:MaxItems=256
 	// +kubebuilder:validation:items:MaxLength=63
 	// +kubebuilder:validation:XValidation:rule="self.all(n, n.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))",message="namespaces must be DNS labels"
+	// +kubebuilder:validation:XValidation:rule="!self.exists(n, n in ['kube-system', 'kube-public', 'kube-node-lease', 'kubefair-system'])",messageExpression="'namespace ' + self.filter(n, n in ['kube-system', 'kube-public', 'kube-node-lease', 'kubefair-system'])[0] + ' cannot belong to a tenant: kube-system, kube-public, kube-node-lease and kubefair-system run the cluster and kubefair itself'"
 	// +listType=set
 	// +optional
 	Namespaces []string `json:"namespaces,omitempty"`
 
-	// NamespaceSelector adds every namespace whose labels match.
+	// NamespaceSelector adds every namespace whose labels match. It cannot
+	// be empty (that would match every namespace), nor name kube-system,
+	// kube-public, kube-node-lease or kubefair-system by their
+	// kubernetes.io/metadata.name label.
+	// +kubebuilder:validation:XValidation:rule="(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",message="namespaceSelector must not be empty: an empty selector matches every namespace, kube-system included; give matchLabels or matchExpressions, or list spec.namespaces instead"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || !('kubernetes.io/metadata.name' in self.matchLabels) || !(self.matchLabels['kubernetes.io/metadata.name'] in ['kube-system', 'kube-public', 'kube-node-lease', 'kubefair-system'])",messageExpression="'namespaceSelector selects namespace ' + self.matchLabels['kubernetes.io/metadata.name'] + ' by name, which cannot belong to a tenant: kube-system, kube-public, kube-node-lease and kubefair-system run the cluster and kubefair itself'"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || !self.matchExpressions.exists(e, e.key == 'kubernetes.io/metadata.name' && e.operator == 'In' && has(e.values) && e.values.exists(v, v in ['kube-system', 'kube-public', 'kube-node-lease', 'kubefair-system']))",message="namespaceSelector selects kube-system, kube-public, kube-node-lease or kubefair-system by name (kubernetes.io/metadata.name In ...), which cannot belong to a tenant: they run the cluster and kubefair itself"
 	// +optional
 	NamespaceSelector *LabelSelector `json:"namespaceSelector,omitempty"`
 

@@ -90,6 +90,25 @@ func TestAPIServerRefusesBadObjects(t *testing.T) {
 		}), "uid"},
 		{"report with more CPUs than any node", report(func(r *kubefairv1.NodeShareReport) { r.CPUs = 100001 }), "cpus"},
 
+		// Namespaces a tenant cannot have.
+		{"empty namespace selector", tenant(func(s *kubefairv1.TenantSpec) { s.NamespaceSelector = &kubefairv1.LabelSelector{} }),
+			"namespaceSelector must not be empty: an empty selector matches every namespace"},
+		{"empty namespace selector beside names", tenant(func(s *kubefairv1.TenantSpec) {
+			s.NamespaceSelector = &kubefairv1.LabelSelector{MatchExpressions: []kubefairv1.LabelSelectorRequirement{}}
+		}), "namespaceSelector must not be empty"},
+		{"kube-system by name", tenant(func(s *kubefairv1.TenantSpec) { s.Namespaces = []string{"kube-system"} }),
+			"namespace kube-system cannot belong to a tenant"},
+		{"kubefair's own namespace by name", tenant(func(s *kubefairv1.TenantSpec) { s.Namespaces = []string{"team-a", "kubefair-system"} }),
+			"namespace kubefair-system cannot belong to a tenant"},
+		{"kube-node-lease by name", tenant(func(s *kubefairv1.TenantSpec) { s.Namespaces = []string{"kube-node-lease"} }),
+			"namespace kube-node-lease cannot belong to a tenant"},
+		{"kube-public selected by its name label", tenant(func(s *kubefairv1.TenantSpec) {
+			s.NamespaceSelector = &kubefairv1.LabelSelector{MatchLabels: map[string]kubefairv1.LabelValue{"kubernetes.io/metadata.name": "kube-public"}}
+		}), "namespaceSelector selects namespace kube-public by name, which cannot belong to a tenant"},
+		{"kube-system among In values of the name label", tenant(func(s *kubefairv1.TenantSpec) {
+			s.NamespaceSelector = selector(req("kubernetes.io/metadata.name", metav1.LabelSelectorOpIn, "team-b", "kube-system"))
+		}), "namespaceSelector selects kube-system, kube-public, kube-node-lease or kubefair-system by name"},
+
 		// Label selectors Kubernetes could not use.
 		{"unknown operator in a namespace selector", tenant(func(s *kubefairv1.TenantSpec) {
 			s.NamespaceSelector = selector(req("team", "Gt", "1"))
@@ -181,11 +200,13 @@ func TestSamplesAreValid(t *testing.T) {
 }
 
 // TestValidationAcceptsSelectors: what the selector rules leave alone — every
-// operator used as Kubernetes means it.
+// operator used as Kubernetes means it, and the name label used to keep the
+// cluster's namespaces out.
 func TestValidationAcceptsSelectors(t *testing.T) {
 	sel := kubefairv1.LabelSelector{
 		MatchLabels: map[string]kubefairv1.LabelValue{"team": "blue", "example.com/tier": ""},
 		MatchExpressions: []kubefairv1.LabelSelectorRequirement{
+			{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []kubefairv1.LabelValue{"kube-system", "kubefair-system"}},
 			{Key: "env", Operator: metav1.LabelSelectorOpIn, Values: []kubefairv1.LabelValue{"prod", "staging"}},
 			{Key: "owner", Operator: metav1.LabelSelectorOpExists},
 			{Key: "legacy", Operator: metav1.LabelSelectorOpDoesNotExist},
