@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -99,7 +100,14 @@ type namespaceResult struct {
 	owned     []string
 	conflicts []conflict
 	err       error // an unusable selector
+	// claimed is how many namespaces the tenant owns when that is more
+	// than owned holds (maxTenantNamespaces), else 0.
+	claimed int
 }
+
+// maxTenantNamespaces is how many namespaces status.namespaces holds (its
+// maxItems in the CRD): the scalability envelope's namespaces per cluster.
+const maxTenantNamespaces = 10000
 
 // resolveNamespaces gives the tenant every namespace it claims, minus those
 // an earlier tenant claims too.
@@ -135,6 +143,9 @@ func resolveNamespaces(t *kubefairv1.Tenant, tenants []kubefairv1.Tenant, namesp
 		}
 	}
 	sort.Strings(res.owned)
+	if len(res.owned) > maxTenantNamespaces {
+		res.claimed, res.owned = len(res.owned), res.owned[:maxTenantNamespaces]
+	}
 	sort.Slice(res.conflicts, func(i, j int) bool {
 		a, b := res.conflicts[i], res.conflicts[j]
 		return a.namespace < b.namespace || (a.namespace == b.namespace && a.other < b.other)
@@ -226,8 +237,14 @@ func findShare(r *kubefairv1.NodeShareReport, t *kubefairv1.Tenant) *kubefairv1.
 	return nil
 }
 
-// percent renders a share of CPUs (0..1) the way the printer columns show it.
-func percent(share float64) string { return fmt.Sprintf("%.1f%%", 100*share) }
+// percent renders a share of CPUs (0..1) the way the printer columns show it,
+// clamped to 0..100% (a report's shares are measured, and may stray).
+func percent(share float64) string {
+	if !(share >= 0) { // and NaN
+		share = 0
+	}
+	return fmt.Sprintf("%.1f%%", 100*min(share, 1))
+}
 
 // billingResult is what the ledger says of one tenant now.
 type billingResult struct {
@@ -294,6 +311,7 @@ func billingOf(t *kubefairv1.Tenant, tierCurrency string, bill *kubefairv1.Tenan
 // unchanged status.
 func setConditions(st *kubefairv1.TenantStatus, generation int64, tier tierResult, ns namespaceResult, usage usageResult, bill billingResult, now metav1.Time) {
 	set := func(c metav1.Condition) {
+		c.Message = clip(c.Message, maxConditionMessage)
 		c.ObservedGeneration = generation
 		c.LastTransitionTime = now
 		meta.SetStatusCondition(&st.Conditions, c)
@@ -346,6 +364,9 @@ func setConditions(st *kubefairv1.TenantStatus, generation int64, tier tierResul
 	case len(ns.owned) == 0:
 		degraded = metav1.Condition{Type: kubefairv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonNoNamespaces,
 			Message: "no existing namespace matches spec.namespaces or spec.namespaceSelector"}
+	case ns.claimed > 0:
+		degraded = metav1.Condition{Type: kubefairv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonTooManyNamespaces,
+			Message: fmt.Sprintf("the tenant owns %d namespaces; only the first %d by name are enforced: narrow spec.namespaceSelector", ns.claimed, len(ns.owned))}
 	case len(usage.unmeasured) > 0:
 		degraded = metav1.Condition{Type: kubefairv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonPodsUnmeasured,
 			Message: unmeasuredMessage(usage.unmeasured)}
@@ -358,6 +379,24 @@ func setConditions(st *kubefairv1.TenantStatus, generation int64, tier tierResul
 		ready = metav1.Condition{Type: kubefairv1.ConditionReady, Status: metav1.ConditionFalse, Reason: degraded.Reason, Message: degraded.Message}
 	}
 	set(ready)
+}
+
+// maxConditionMessage is metav1.Condition's maxLength for messages: a
+// tenant's condition can quote a node's condition message, which may be as
+// long.
+const maxConditionMessage = 32768
+
+// clip cuts s to at most n bytes, on a UTF-8 boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "…"
+	cut := n - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
 }
 
 func unmeasuredMessage(nodes []string) string {

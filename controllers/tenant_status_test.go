@@ -1,10 +1,14 @@
 package controllers
 
 import (
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -103,5 +107,59 @@ func TestFinalUsage(t *testing.T) {
 	}, now)
 	if strings.Join(res.awaiting, ",") != "counting,holding" || !res.finalDeadline.Equal(now.Add(finalUsageTimeout)) {
 		t.Fatalf("awaiting %v until %s", res.awaiting, res.finalDeadline)
+	}
+}
+
+// TestTooManyNamespaces: status.namespaces holds the first
+// maxTenantNamespaces namespaces by name, and the tenant says so.
+func TestTooManyNamespaces(t *testing.T) {
+	var nss []corev1.Namespace
+	for i := range maxTenantNamespaces + 5 {
+		nss = append(nss, corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("ns-%05d", i), Labels: map[string]string{"team": "big"}}})
+	}
+	tn := &kubefairv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "big"}, Spec: kubefairv1.TenantSpec{
+		NamespaceSelector: &kubefairv1.LabelSelector{MatchLabels: map[string]kubefairv1.LabelValue{"team": "big"}}}}
+	ns := resolveNamespaces(tn, []kubefairv1.Tenant{*tn}, nss)
+	if len(ns.owned) != maxTenantNamespaces || ns.owned[0] != "ns-00000" || ns.claimed != maxTenantNamespaces+5 {
+		t.Fatalf("owned %d (first %q), claimed %d", len(ns.owned), ns.owned[0], ns.claimed)
+	}
+	st := &kubefairv1.TenantStatus{}
+	tier := tierResult{condition: metav1.Condition{Type: kubefairv1.ConditionTierResolved, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonDirectWeight}}
+	setConditions(st, 1, tier, ns, usageResult{}, billingResult{}, metav1.Now())
+	if d := meta.FindStatusCondition(st.Conditions, kubefairv1.ConditionDegraded); d.Reason != kubefairv1.ReasonTooManyNamespaces ||
+		!strings.Contains(d.Message, fmt.Sprintf("owns %d namespaces; only the first %d", maxTenantNamespaces+5, maxTenantNamespaces)) {
+		t.Errorf("Degraded = %s: %q", d.Reason, d.Message)
+	}
+}
+
+// TestPercentIsBounded: the shares shown fit status's maxLength whatever a
+// report says.
+func TestPercentIsBounded(t *testing.T) {
+	for share, want := range map[float64]string{0: "0.0%", 0.4: "40.0%", 1: "100.0%", 1.02: "100.0%", 1e300: "100.0%", -0.5: "0.0%", math.NaN(): "0.0%"} {
+		if got := percent(share); got != want {
+			t.Errorf("percent(%v) = %q, want %q", share, got, want)
+		}
+	}
+}
+
+// TestConditionMessagesFit: a node's condition message quoted in the
+// tenant's is cut to what metav1.Condition takes, on a rune boundary.
+func TestConditionMessagesFit(t *testing.T) {
+	now := time.Now()
+	long := metav1.Condition{Type: kubefairv1.ConditionPodCgroupsFound, Status: metav1.ConditionFalse, Reason: kubefairv1.ReasonLayoutNotFound,
+		Message: strings.Repeat("é", maxConditionMessage)}
+	blind := kubefairv1.NodeShareReport{ObjectMeta: metav1.ObjectMeta{Name: "blind"}, CPUs: 2, ObservedTime: metav1.NewTime(now),
+		Unmeasured: []kubefairv1.UnmeasuredPods{{Tenant: "shop", Pods: 1}}, Conditions: []metav1.Condition{long}}
+	tenant := &kubefairv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "shop", UID: "uid-shop"}}
+	st := &kubefairv1.TenantStatus{}
+	tier := tierResult{condition: metav1.Condition{Type: kubefairv1.ConditionTierResolved, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonDirectWeight}}
+	setConditions(st, 1, tier, namespaceResult{owned: []string{"shop"}}, aggregateReports(tenant, []kubefairv1.NodeShareReport{blind}, now), billingResult{}, metav1.NewTime(now))
+	for _, c := range st.Conditions {
+		if len(c.Message) > maxConditionMessage || !utf8.ValidString(c.Message) {
+			t.Errorf("%s: a message of %d bytes (valid UTF-8: %t)", c.Type, len(c.Message), utf8.ValidString(c.Message))
+		}
+	}
+	if d := meta.FindStatusCondition(st.Conditions, kubefairv1.ConditionDegraded); d.Reason != kubefairv1.ReasonPodsUnmeasured || !strings.HasSuffix(d.Message, "…") {
+		t.Errorf("Degraded = %s: %.80q…", d.Reason, d.Message)
 	}
 }

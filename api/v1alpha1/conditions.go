@@ -45,6 +45,9 @@ const (
 	// ReasonAwaitingFinalUsage: the tenant is being deleted and waits for
 	// its nodes' final counters.
 	ReasonAwaitingFinalUsage = "AwaitingFinalUsage"
+	// ReasonTooManyNamespaces: the tenant owns more namespaces than
+	// status.namespaces holds; only the first, by name, are enforced.
+	ReasonTooManyNamespaces = "TooManyNamespaces"
 )
 
 // FinalizerFinalBill keeps a deleted Tenant until its last CPU is in the

@@ -8,6 +8,7 @@ import (
 // ThreadPolicy says how threads inside a tenant's pods share the pod's CPU
 // (DESIGN.md §fairness model, level 3).
 // +kubebuilder:validation:Enum=TWRS;PFS;TFPS;None
+// +kubebuilder:validation:MaxLength=4
 type ThreadPolicy string
 
 const (
@@ -105,21 +106,27 @@ type TenantStatus struct {
 	// Conditions: Ready, TierResolved, Enforced, Degraded, Billed.
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// EffectiveWeight is the weight in force: the tier's or spec.weight.
 	// +optional
 	EffectiveWeight int32 `json:"effectiveWeight,omitempty"`
 	// Namespaces the tenant owns now (names and selector, minus namespaces
-	// another tenant wins), sorted.
+	// another tenant wins), sorted: the first 10000 when it owns more
+	// (Degraded=True/TooManyNamespaces).
 	// +listType=set
+	// +kubebuilder:validation:MaxItems=10000
+	// +kubebuilder:validation:items:MaxLength=63
 	// +optional
 	Namespaces []string `json:"namespaces,omitempty"`
 	// EntitledShare of the CPUs of the nodes that report the tenant now, as
 	// a percentage.
+	// +kubebuilder:validation:MaxLength=8
 	// +optional
 	EntitledShare string `json:"entitledShare,omitempty"`
 	// AchievedShare of those CPUs in their last window, as a percentage.
+	// +kubebuilder:validation:MaxLength=8
 	// +optional
 	AchievedShare string `json:"achievedShare,omitempty"`
 	// ReportingNodes is how many nodes report the tenant now. A node whose
@@ -129,18 +136,23 @@ type TenantStatus struct {
 	ReportingNodes int32 `json:"reportingNodes,omitempty"`
 	// Period is the billing period CPUSeconds and Cost are for: the UTC day,
 	// e.g. "2026-11-25".
+	// +kubebuilder:validation:MaxLength=10
 	// +optional
 	Period string `json:"period,omitempty"`
 	// CPUSeconds billed in Period over all nodes, an exact decimal.
+	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	CPUSeconds string `json:"cpuSeconds,omitempty"`
 	// Cost billed in Period in Currency, an exact decimal (millionths).
+	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	Cost string `json:"cost,omitempty"`
 	// Currency of Cost: the tier's.
+	// +kubebuilder:validation:MaxLength=3
 	// +optional
 	Currency string `json:"currency,omitempty"`
 	// Bill is the name of the TenantBill of Period.
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	Bill string `json:"bill,omitempty"`
 }

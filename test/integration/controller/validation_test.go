@@ -142,6 +142,13 @@ func TestAPIServerRefusesBadObjects(t *testing.T) {
 				s.NamespaceSelector.MatchExpressions = append(s.NamespaceSelector.MatchExpressions, req(fmt.Sprintf("k%d", i), metav1.LabelSelectorOpExists))
 			}
 		}), "spec.namespaceSelector.matchExpressions: Too many: 17: must have at most 16 items"},
+
+		// Bounds.
+		{"report naming a tenant by a name no Tenant can have", report(func(r *kubefairv1.NodeShareReport) {
+			r.Tenants = []kubefairv1.TenantShare{{Name: strings.Repeat("a", 254), UID: "u"}}
+		}), "tenants[0].name: Too long"},
+		{"bill with a UID no Tenant can have", &kubefairv1.TenantBill{ObjectMeta: metav1.ObjectMeta{Name: "bad-bill"},
+			Tenant: "a", TenantUID: strings.Repeat("u", 65), Period: "2026-11-25", CPUSeconds: "0"}, "tenantUID: Too long"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := k8s.Create(ctx(), tc.obj)
