@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -246,6 +247,93 @@ func percent(share float64) string {
 	return fmt.Sprintf("%.1f%%", 100*min(share, 1))
 }
 
+// workloadOverlap is two workloads of a tenant where one's pod selector
+// selects every pod the other's does. The agent gives a pod to the first
+// workload (in spec order) that selects it.
+type workloadOverlap struct {
+	first, second string // in spec order
+	wider         string // the one that selects every pod the other does; first or second
+	identical     bool
+}
+
+func (o workloadOverlap) String() string {
+	switch {
+	case o.identical:
+		return fmt.Sprintf("workloads %q and %q have the same pod selector: their pods count as %q, listed first, and %q gets none", o.first, o.second, o.first, o.second)
+	case o.wider == o.first:
+		return fmt.Sprintf("workload %q selects every pod workload %q selects and is listed first, so %q gets no pods", o.first, o.second, o.second)
+	default:
+		return fmt.Sprintf("workload %q selects every pod workload %q selects; the pods both select count as %q, listed first", o.second, o.first, o.first)
+	}
+}
+
+// requirement is one label requirement in a canonical form: matchLabels
+// k: v is k In (v), values are a sorted set.
+type requirement struct{ key, operator, values string }
+
+// requirements is a selector's requirements, nil when it is unusable (the
+// agent ignores such a selector).
+func requirements(s *kubefairv1.LabelSelector) map[requirement]bool {
+	if _, err := s.AsSelector(); err != nil {
+		return nil
+	}
+	out := map[requirement]bool{}
+	for k, v := range s.MatchLabels {
+		out[requirement{k, string(metav1.LabelSelectorOpIn), string(v)}] = true
+	}
+	for _, e := range s.MatchExpressions {
+		values := make([]string, 0, len(e.Values))
+		for _, v := range e.Values {
+			values = append(values, string(v))
+		}
+		sort.Strings(values)
+		out[requirement{e.Key, string(e.Operator), strings.Join(slices.Compact(values), "\x00")}] = true
+	}
+	return out
+}
+
+// subset: every requirement of a is one of b's, so every pod b selects, a
+// selects too.
+func subset(a, b map[requirement]bool) bool {
+	for r := range a {
+		if !b[r] {
+			return false
+		}
+	}
+	return true
+}
+
+// overlappingWorkloads finds the workloads whose selectors surely select
+// the same pods: one's requirements are all among the other's (identical
+// selectors; one's matchLabels a subset of the other's, with the same
+// expressions or none). It decides conservatively: it does not reason about
+// values (In (a) against In (a, b)), and two selectors on different labels
+// can still both select a pod that carries both.
+func overlappingWorkloads(ws []kubefairv1.Workload) []workloadOverlap {
+	reqs := make([]map[requirement]bool, len(ws))
+	for i := range ws {
+		reqs[i] = requirements(&ws[i].PodSelector)
+	}
+	var out []workloadOverlap
+	for i := range ws {
+		for j := i + 1; j < len(ws); j++ {
+			if reqs[i] == nil || reqs[j] == nil {
+				continue
+			}
+			iWider, jWider := subset(reqs[i], reqs[j]), subset(reqs[j], reqs[i])
+			if !iWider && !jWider {
+				continue
+			}
+			o := workloadOverlap{first: ws[i].Name, second: ws[j].Name, wider: ws[i].Name, identical: iWider && jWider}
+			if !iWider {
+				o.wider = ws[j].Name
+			}
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 // billingResult is what the ledger says of one tenant now.
 type billingResult struct {
 	period, bill, cpuSeconds, cost string
@@ -309,7 +397,7 @@ func billingOf(t *kubefairv1.Tenant, tierCurrency string, bill *kubefairv1.Tenan
 // Degraded. meta.SetStatusCondition keeps a condition's transition time
 // while its status stays the same, so an unchanged tenant yields an
 // unchanged status.
-func setConditions(st *kubefairv1.TenantStatus, generation int64, tier tierResult, ns namespaceResult, usage usageResult, bill billingResult, now metav1.Time) {
+func setConditions(st *kubefairv1.TenantStatus, generation int64, tier tierResult, ns namespaceResult, usage usageResult, bill billingResult, overlaps []workloadOverlap, now metav1.Time) {
 	set := func(c metav1.Condition) {
 		c.Message = clip(c.Message, maxConditionMessage)
 		c.ObservedGeneration = generation
@@ -370,6 +458,12 @@ func setConditions(st *kubefairv1.TenantStatus, generation int64, tier tierResul
 	case len(usage.unmeasured) > 0:
 		degraded = metav1.Condition{Type: kubefairv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonPodsUnmeasured,
 			Message: unmeasuredMessage(usage.unmeasured)}
+	case len(overlaps) > 0:
+		msg := overlaps[0].String()
+		if len(overlaps) > 1 {
+			msg += fmt.Sprintf("; and %d more overlap(s)", len(overlaps)-1)
+		}
+		degraded = metav1.Condition{Type: kubefairv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonWorkloadsOverlap, Message: msg}
 	}
 	set(degraded)
 

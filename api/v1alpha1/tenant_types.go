@@ -34,6 +34,9 @@ type Workload struct {
 	Name string `json:"name"`
 
 	// PodSelector selects the tenant's pods that belong to this workload.
+	// A pod two workloads select belongs to the first listed; the tenant
+	// is Degraded (WorkloadsOverlap) when one workload's selector surely
+	// selects pods of another's.
 	// +required
 	PodSelector LabelSelector `json:"podSelector"`
 
