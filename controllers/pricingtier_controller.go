@@ -42,6 +42,9 @@ func (r *PricingTierReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	sort.Strings(status.Tenants)
 	status.TenantCount = int32(len(status.Tenants))
+	if len(status.Tenants) > maxTierTenants {
+		status.Tenants = status.Tenants[:maxTierTenants]
+	}
 	for _, p := range priceTimeline(&tier) {
 		status.Prices = append(status.Prices, kubefairv1.PriceChange{PricePerCPUHour: cost.FormatPrice(p.Micros), Since: metav1.NewTime(p.Since)})
 	}
@@ -59,6 +62,10 @@ func (r *PricingTierReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	return ctrl.Result{}, nil
 }
+
+// maxTierTenants is how many tenant names a tier's status lists (its
+// maxItems in the CRD); tenantCount counts them all.
+const maxTierTenants = 1024
 
 // maxPrices is how many prices a tier's status keeps: CPU not yet billed
 // is at most a few report windows old, far younger than 32 price changes.

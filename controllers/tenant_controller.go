@@ -134,7 +134,7 @@ func (r *TenantReconciler) reconcileStatus(ctx context.Context, tenant *kubefair
 	status.Namespaces = ns.owned
 	status.EntitledShare, status.AchievedShare, status.ReportingNodes = usage.entitled, usage.achieved, usage.reportingNodes
 	status.Period, status.Bill, status.CPUSeconds, status.Cost, status.Currency = billed.period, billed.bill, billed.cpuSeconds, billed.cost, resolvedTier.currency
-	setConditions(&status, tenant.Generation, resolvedTier, ns, usage, billed, metav1.NewTime(now))
+	setConditions(&status, tenant.Generation, resolvedTier, ns, usage, billed, overlappingWorkloads(tenant.Spec.Workloads), metav1.NewTime(now))
 
 	result := ctrl.Result{RequeueAfter: nextPeriod(now).Sub(now)}
 	if !usage.recheck.IsZero() {
@@ -213,6 +213,7 @@ const (
 	actionResolveTier     = "ResolveTier"
 	actionClaimNamespaces = "ClaimNamespaces"
 	actionMeasurePods     = "MeasurePods"
+	actionSplitWorkloads  = "SplitWorkloads"
 	actionFinalBill       = "RecordFinalBill"
 )
 
@@ -235,6 +236,8 @@ func (r *TenantReconciler) recordTransitions(t *kubefairv1.Tenant, next *kubefai
 			r.Recorder.Eventf(t, nil, corev1.EventTypeWarning, kubefairv1.EventNamespaceConflict, actionClaimNamespaces, "%s", c.Message)
 		case c.Type == kubefairv1.ConditionDegraded && c.Reason == kubefairv1.ReasonPodsUnmeasured && !was(c.Type, c.Reason):
 			r.Recorder.Eventf(t, nil, corev1.EventTypeWarning, kubefairv1.EventPodsUnmeasured, actionMeasurePods, "%s", c.Message)
+		case c.Type == kubefairv1.ConditionDegraded && c.Reason == kubefairv1.ReasonWorkloadsOverlap && !was(c.Type, c.Reason):
+			r.Recorder.Eventf(t, nil, corev1.EventTypeWarning, kubefairv1.EventWorkloadsOverlap, actionSplitWorkloads, "%s", c.Message)
 		}
 	}
 }

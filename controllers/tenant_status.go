@@ -2,9 +2,11 @@ package controllers
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -59,7 +61,7 @@ func resolveTier(t *kubefairv1.Tenant, tier *kubefairv1.PricingTier) tierResult 
 func claimedNamespaces(t *kubefairv1.Tenant, namespaces []corev1.Namespace) (map[string]bool, error) {
 	var selector labels.Selector
 	if t.Spec.NamespaceSelector != nil {
-		s, err := metav1.LabelSelectorAsSelector(t.Spec.NamespaceSelector)
+		s, err := t.Spec.NamespaceSelector.AsSelector()
 		if err != nil {
 			return nil, err
 		}
@@ -100,7 +102,14 @@ type namespaceResult struct {
 	owned     []string
 	conflicts []conflict
 	err       error // an unusable selector
+	// claimed is how many namespaces the tenant owns when that is more
+	// than owned holds (maxTenantNamespaces), else 0.
+	claimed int
 }
+
+// maxTenantNamespaces is how many namespaces status.namespaces holds (its
+// maxItems in the CRD): the scalability envelope's namespaces per cluster.
+const maxTenantNamespaces = 10000
 
 // resolveNamespaces gives the tenant every namespace it claims, minus those
 // an earlier tenant claims too.
@@ -136,6 +145,9 @@ func resolveNamespaces(t *kubefairv1.Tenant, tenants []kubefairv1.Tenant, namesp
 		}
 	}
 	sort.Strings(res.owned)
+	if len(res.owned) > maxTenantNamespaces {
+		res.claimed, res.owned = len(res.owned), res.owned[:maxTenantNamespaces]
+	}
 	sort.Slice(res.conflicts, func(i, j int) bool {
 		a, b := res.conflicts[i], res.conflicts[j]
 		return a.namespace < b.namespace || (a.namespace == b.namespace && a.other < b.other)
@@ -227,8 +239,101 @@ func findShare(r *kubefairv1.NodeShareReport, t *kubefairv1.Tenant) *kubefairv1.
 	return nil
 }
 
-// percent renders a share of CPUs (0..1) the way the printer columns show it.
-func percent(share float64) string { return fmt.Sprintf("%.1f%%", 100*share) }
+// percent renders a share of CPUs (0..1) the way the printer columns show it,
+// clamped to 0..100% (a report's shares are measured, and may stray).
+func percent(share float64) string {
+	if !(share >= 0) { // and NaN
+		share = 0
+	}
+	return fmt.Sprintf("%.1f%%", 100*min(share, 1))
+}
+
+// workloadOverlap is two workloads of a tenant where one's pod selector
+// selects every pod the other's does. The agent gives a pod to the first
+// workload (in spec order) that selects it.
+type workloadOverlap struct {
+	first, second string // in spec order
+	wider         string // the one that selects every pod the other does; first or second
+	identical     bool
+}
+
+func (o workloadOverlap) String() string {
+	switch {
+	case o.identical:
+		return fmt.Sprintf("workloads %q and %q have the same pod selector: their pods count as %q, listed first, and %q gets none", o.first, o.second, o.first, o.second)
+	case o.wider == o.first:
+		return fmt.Sprintf("workload %q selects every pod workload %q selects and is listed first, so %q gets no pods", o.first, o.second, o.second)
+	default:
+		return fmt.Sprintf("workload %q selects every pod workload %q selects; the pods both select count as %q, listed first", o.second, o.first, o.first)
+	}
+}
+
+// requirement is one label requirement in a canonical form: matchLabels
+// k: v is k In (v), values are a sorted set.
+type requirement struct{ key, operator, values string }
+
+// requirements is a selector's requirements, nil when it is unusable (the
+// agent ignores such a selector).
+func requirements(s *kubefairv1.LabelSelector) map[requirement]bool {
+	if _, err := s.AsSelector(); err != nil {
+		return nil
+	}
+	out := map[requirement]bool{}
+	for k, v := range s.MatchLabels {
+		out[requirement{k, string(metav1.LabelSelectorOpIn), string(v)}] = true
+	}
+	for _, e := range s.MatchExpressions {
+		values := make([]string, 0, len(e.Values))
+		for _, v := range e.Values {
+			values = append(values, string(v))
+		}
+		sort.Strings(values)
+		out[requirement{e.Key, string(e.Operator), strings.Join(slices.Compact(values), "\x00")}] = true
+	}
+	return out
+}
+
+// subset: every requirement of a is one of b's, so every pod b selects, a
+// selects too.
+func subset(a, b map[requirement]bool) bool {
+	for r := range a {
+		if !b[r] {
+			return false
+		}
+	}
+	return true
+}
+
+// overlappingWorkloads finds the workloads whose selectors surely select
+// the same pods: one's requirements are all among the other's (identical
+// selectors; one's matchLabels a subset of the other's, with the same
+// expressions or none). It decides conservatively: it does not reason about
+// values (In (a) against In (a, b)), and two selectors on different labels
+// can still both select a pod that carries both.
+func overlappingWorkloads(ws []kubefairv1.Workload) []workloadOverlap {
+	reqs := make([]map[requirement]bool, len(ws))
+	for i := range ws {
+		reqs[i] = requirements(&ws[i].PodSelector)
+	}
+	var out []workloadOverlap
+	for i := range ws {
+		for j := i + 1; j < len(ws); j++ {
+			if reqs[i] == nil || reqs[j] == nil {
+				continue
+			}
+			iWider, jWider := subset(reqs[i], reqs[j]), subset(reqs[j], reqs[i])
+			if !iWider && !jWider {
+				continue
+			}
+			o := workloadOverlap{first: ws[i].Name, second: ws[j].Name, wider: ws[i].Name, identical: iWider && jWider}
+			if !iWider {
+				o.wider = ws[j].Name
+			}
+			out = append(out, o)
+		}
+	}
+	return out
+}
 
 // billingResult is what the ledger says of one tenant now.
 type billingResult struct {
@@ -293,8 +398,9 @@ func billingOf(t *kubefairv1.Tenant, tierCurrency string, bill *kubefairv1.Tenan
 // Degraded. meta.SetStatusCondition keeps a condition's transition time
 // while its status stays the same, so an unchanged tenant yields an
 // unchanged status.
-func setConditions(st *kubefairv1.TenantStatus, generation int64, tier tierResult, ns namespaceResult, usage usageResult, bill billingResult, now metav1.Time) {
+func setConditions(st *kubefairv1.TenantStatus, generation int64, tier tierResult, ns namespaceResult, usage usageResult, bill billingResult, overlaps []workloadOverlap, now metav1.Time) {
 	set := func(c metav1.Condition) {
+		c.Message = clip(c.Message, maxConditionMessage)
 		c.ObservedGeneration = generation
 		c.LastTransitionTime = now
 		meta.SetStatusCondition(&st.Conditions, c)
@@ -347,9 +453,18 @@ func setConditions(st *kubefairv1.TenantStatus, generation int64, tier tierResul
 	case len(ns.owned) == 0:
 		degraded = metav1.Condition{Type: kubefairv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonNoNamespaces,
 			Message: "no existing namespace matches spec.namespaces or spec.namespaceSelector"}
+	case ns.claimed > 0:
+		degraded = metav1.Condition{Type: kubefairv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonTooManyNamespaces,
+			Message: fmt.Sprintf("the tenant owns %d namespaces; only the first %d by name are enforced: narrow spec.namespaceSelector", ns.claimed, len(ns.owned))}
 	case len(usage.unmeasured) > 0:
 		degraded = metav1.Condition{Type: kubefairv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonPodsUnmeasured,
 			Message: unmeasuredMessage(usage.unmeasured)}
+	case len(overlaps) > 0:
+		msg := overlaps[0].String()
+		if len(overlaps) > 1 {
+			msg += fmt.Sprintf("; and %d more overlap(s)", len(overlaps)-1)
+		}
+		degraded = metav1.Condition{Type: kubefairv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonWorkloadsOverlap, Message: msg}
 	}
 	set(degraded)
 
@@ -359,6 +474,24 @@ func setConditions(st *kubefairv1.TenantStatus, generation int64, tier tierResul
 		ready = metav1.Condition{Type: kubefairv1.ConditionReady, Status: metav1.ConditionFalse, Reason: degraded.Reason, Message: degraded.Message}
 	}
 	set(ready)
+}
+
+// maxConditionMessage is metav1.Condition's maxLength for messages: a
+// tenant's condition can quote a node's condition message, which may be as
+// long.
+const maxConditionMessage = 32768
+
+// clip cuts s to at most n bytes, on a UTF-8 boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "…"
+	cut := n - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
 }
 
 func unmeasuredMessage(nodes []string) string {

@@ -1,10 +1,14 @@
 package controllers
 
 import (
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -43,7 +47,7 @@ func TestUnmeasuredPods(t *testing.T) {
 			st := &kubefairv1.TenantStatus{}
 			tier := resolveTier(tenant, nil)
 			tier.condition.Status = metav1.ConditionTrue
-			setConditions(st, 1, tier, namespaceResult{owned: []string{"shop"}}, usage, billingResult{}, metav1.NewTime(now))
+			setConditions(st, 1, tier, namespaceResult{owned: []string{"shop"}}, usage, billingResult{}, nil, metav1.NewTime(now))
 			enforced := meta.FindStatusCondition(st.Conditions, kubefairv1.ConditionEnforced)
 			degraded := meta.FindStatusCondition(st.Conditions, kubefairv1.ConditionDegraded)
 			if enforced.Status != tc.enforced || enforced.Reason != tc.enforcedReason {
@@ -80,7 +84,7 @@ func TestSilentNodesStopCounting(t *testing.T) {
 	usage = aggregateReports(tenant, []kubefairv1.NodeShareReport{report("silent", time.Minute, "new", 0.9)}, now)
 	st := &kubefairv1.TenantStatus{}
 	setConditions(st, 1, tierResult{condition: metav1.Condition{Type: kubefairv1.ConditionTierResolved, Status: metav1.ConditionTrue, Reason: "x"}},
-		namespaceResult{owned: []string{"shop"}}, usage, billingResult{}, metav1.NewTime(now))
+		namespaceResult{owned: []string{"shop"}}, usage, billingResult{}, nil, metav1.NewTime(now))
 	if c := meta.FindStatusCondition(st.Conditions, kubefairv1.ConditionEnforced); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "stopped reporting (silent)") {
 		t.Errorf("Enforced = %+v with only a silent node", c)
 	}
@@ -103,5 +107,131 @@ func TestFinalUsage(t *testing.T) {
 	}, now)
 	if strings.Join(res.awaiting, ",") != "counting,holding" || !res.finalDeadline.Equal(now.Add(finalUsageTimeout)) {
 		t.Fatalf("awaiting %v until %s", res.awaiting, res.finalDeadline)
+	}
+}
+
+// TestWorkloadsOverlap: two workloads whose selectors surely select the
+// same pods make the tenant Degraded, naming both; selectors that may well
+// select different pods do not.
+func TestWorkloadsOverlap(t *testing.T) {
+	labels := func(kv ...string) kubefairv1.LabelSelector {
+		s := kubefairv1.LabelSelector{MatchLabels: map[string]kubefairv1.LabelValue{}}
+		for i := 0; i < len(kv); i += 2 {
+			s.MatchLabels[kv[i]] = kubefairv1.LabelValue(kv[i+1])
+		}
+		return s
+	}
+	expr := func(s kubefairv1.LabelSelector, key string, op metav1.LabelSelectorOperator, values ...kubefairv1.LabelValue) kubefairv1.LabelSelector {
+		s.MatchExpressions = append(s.MatchExpressions, kubefairv1.LabelSelectorRequirement{Key: key, Operator: op, Values: values})
+		return s
+	}
+	w := func(name string, sel kubefairv1.LabelSelector) kubefairv1.Workload {
+		return kubefairv1.Workload{Name: name, Weight: 1, PodSelector: sel}
+	}
+	for _, tc := range []struct {
+		name      string
+		workloads []kubefairv1.Workload
+		want      string // part of the Degraded message; "" for no overlap
+	}{
+		{"disjoint values", []kubefairv1.Workload{w("a", labels("app", "a")), w("b", labels("app", "b"))}, ""},
+		{"different keys (a pod may carry both, but need not)", []kubefairv1.Workload{w("a", labels("app", "a")), w("b", labels("tier", "b"))}, ""},
+		{"identical matchLabels", []kubefairv1.Workload{w("a", labels("app", "x")), w("b", labels("app", "x"))},
+			`workloads "a" and "b" have the same pod selector: their pods count as "a", listed first, and "b" gets none`},
+		{"wider listed first", []kubefairv1.Workload{w("all-web", labels("app", "web")), w("web-canary", labels("app", "web", "track", "canary"))},
+			`workload "all-web" selects every pod workload "web-canary" selects and is listed first, so "web-canary" gets no pods`},
+		{"narrower listed first", []kubefairv1.Workload{w("web-canary", labels("app", "web", "track", "canary")), w("all-web", labels("app", "web"))},
+			`workload "all-web" selects every pod workload "web-canary" selects; the pods both select count as "web-canary", listed first`},
+		{"an empty selector selects every pod", []kubefairv1.Workload{w("vm", labels("kubevirt.io/domain", "vm")), w("rest", kubefairv1.LabelSelector{})},
+			`workload "rest" selects every pod workload "vm" selects`},
+		{"matchLabels as an In expression", []kubefairv1.Workload{w("a", labels("app", "x")), w("b", expr(kubefairv1.LabelSelector{}, "app", metav1.LabelSelectorOpIn, "x"))},
+			`workloads "a" and "b" have the same pod selector`},
+		{"values compared as a set", []kubefairv1.Workload{
+			w("a", expr(kubefairv1.LabelSelector{}, "app", metav1.LabelSelectorOpNotIn, "x", "y")),
+			w("b", expr(labels("tier", "db"), "app", metav1.LabelSelectorOpNotIn, "y", "x", "x"))},
+			`workload "a" selects every pod workload "b" selects`},
+		{"an expression that may exclude the narrower's pods", []kubefairv1.Workload{
+			w("a", expr(labels("app", "web"), "track", metav1.LabelSelectorOpDoesNotExist)),
+			w("b", labels("app", "web", "track", "canary"))}, ""},
+		{"not decided: In values that only include each other", []kubefairv1.Workload{
+			w("a", expr(kubefairv1.LabelSelector{}, "app", metav1.LabelSelectorOpIn, "x", "y")),
+			w("b", labels("app", "x"))}, ""},
+		{"an unusable selector is ignored, as the agent does", []kubefairv1.Workload{
+			w("a", expr(kubefairv1.LabelSelector{}, "app", metav1.LabelSelectorOpIn)), w("b", labels("app", "x"))}, ""},
+		{"several overlaps", []kubefairv1.Workload{w("a", labels("app", "x")), w("b", labels("app", "x")), w("c", labels("app", "x", "v", "2"))},
+			`workloads "a" and "b" have the same pod selector: their pods count as "a", listed first, and "b" gets none; and 2 more overlap(s)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &kubefairv1.TenantStatus{}
+			tier := tierResult{condition: metav1.Condition{Type: kubefairv1.ConditionTierResolved, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonDirectWeight}}
+			setConditions(st, 1, tier, namespaceResult{owned: []string{"shop"}}, usageResult{}, billingResult{}, overlappingWorkloads(tc.workloads), metav1.Now())
+			degraded := meta.FindStatusCondition(st.Conditions, kubefairv1.ConditionDegraded)
+			ready := meta.FindStatusCondition(st.Conditions, kubefairv1.ConditionReady)
+			if ready.Status != metav1.ConditionTrue {
+				t.Errorf("Ready = %s/%s: overlapping workloads do not make a tenant unready", ready.Status, ready.Reason)
+			}
+			if tc.want == "" {
+				if degraded.Reason != kubefairv1.ReasonAsExpected {
+					t.Errorf("Degraded = %s: %q, want no overlap", degraded.Reason, degraded.Message)
+				}
+				return
+			}
+			if degraded.Status != metav1.ConditionTrue || degraded.Reason != kubefairv1.ReasonWorkloadsOverlap || !strings.Contains(degraded.Message, tc.want) {
+				t.Errorf("Degraded = %s/%s: %q, want WorkloadsOverlap containing %q", degraded.Status, degraded.Reason, degraded.Message, tc.want)
+			}
+		})
+	}
+}
+
+// TestTooManyNamespaces: status.namespaces holds the first
+// maxTenantNamespaces namespaces by name, and the tenant says so.
+func TestTooManyNamespaces(t *testing.T) {
+	var nss []corev1.Namespace
+	for i := range maxTenantNamespaces + 5 {
+		nss = append(nss, corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("ns-%05d", i), Labels: map[string]string{"team": "big"}}})
+	}
+	tn := &kubefairv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "big"}, Spec: kubefairv1.TenantSpec{
+		NamespaceSelector: &kubefairv1.LabelSelector{MatchLabels: map[string]kubefairv1.LabelValue{"team": "big"}}}}
+	ns := resolveNamespaces(tn, []kubefairv1.Tenant{*tn}, nss)
+	if len(ns.owned) != maxTenantNamespaces || ns.owned[0] != "ns-00000" || ns.claimed != maxTenantNamespaces+5 {
+		t.Fatalf("owned %d (first %q), claimed %d", len(ns.owned), ns.owned[0], ns.claimed)
+	}
+	st := &kubefairv1.TenantStatus{}
+	tier := tierResult{condition: metav1.Condition{Type: kubefairv1.ConditionTierResolved, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonDirectWeight}}
+	setConditions(st, 1, tier, ns, usageResult{}, billingResult{}, nil, metav1.Now())
+	if d := meta.FindStatusCondition(st.Conditions, kubefairv1.ConditionDegraded); d.Reason != kubefairv1.ReasonTooManyNamespaces ||
+		!strings.Contains(d.Message, fmt.Sprintf("owns %d namespaces; only the first %d", maxTenantNamespaces+5, maxTenantNamespaces)) {
+		t.Errorf("Degraded = %s: %q", d.Reason, d.Message)
+	}
+}
+
+// TestPercentIsBounded: the shares shown fit status's maxLength whatever a
+// report says.
+func TestPercentIsBounded(t *testing.T) {
+	for share, want := range map[float64]string{0: "0.0%", 0.4: "40.0%", 1: "100.0%", 1.02: "100.0%", 1e300: "100.0%", -0.5: "0.0%", math.NaN(): "0.0%"} {
+		if got := percent(share); got != want {
+			t.Errorf("percent(%v) = %q, want %q", share, got, want)
+		}
+	}
+}
+
+// TestConditionMessagesFit: a node's condition message quoted in the
+// tenant's is cut to what metav1.Condition takes, on a rune boundary.
+func TestConditionMessagesFit(t *testing.T) {
+	now := time.Now()
+	long := metav1.Condition{Type: kubefairv1.ConditionPodCgroupsFound, Status: metav1.ConditionFalse, Reason: kubefairv1.ReasonLayoutNotFound,
+		Message: strings.Repeat("é", maxConditionMessage)}
+	blind := kubefairv1.NodeShareReport{ObjectMeta: metav1.ObjectMeta{Name: "blind"}, CPUs: 2, ObservedTime: metav1.NewTime(now),
+		Unmeasured: []kubefairv1.UnmeasuredPods{{Tenant: "shop", Pods: 1}}, Conditions: []metav1.Condition{long}}
+	tenant := &kubefairv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "shop", UID: "uid-shop"}}
+	st := &kubefairv1.TenantStatus{}
+	tier := tierResult{condition: metav1.Condition{Type: kubefairv1.ConditionTierResolved, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonDirectWeight}}
+	setConditions(st, 1, tier, namespaceResult{owned: []string{"shop"}}, aggregateReports(tenant, []kubefairv1.NodeShareReport{blind}, now), billingResult{}, nil, metav1.NewTime(now))
+	for _, c := range st.Conditions {
+		if len(c.Message) > maxConditionMessage || !utf8.ValidString(c.Message) {
+			t.Errorf("%s: a message of %d bytes (valid UTF-8: %t)", c.Type, len(c.Message), utf8.ValidString(c.Message))
+		}
+	}
+	if d := meta.FindStatusCondition(st.Conditions, kubefairv1.ConditionDegraded); d.Reason != kubefairv1.ReasonPodsUnmeasured || !strings.HasSuffix(d.Message, "…") {
+		t.Errorf("Degraded = %s: %.80q…", d.Reason, d.Message)
 	}
 }

@@ -45,6 +45,13 @@ const (
 	// ReasonAwaitingFinalUsage: the tenant is being deleted and waits for
 	// its nodes' final counters.
 	ReasonAwaitingFinalUsage = "AwaitingFinalUsage"
+	// ReasonTooManyNamespaces: the tenant owns more namespaces than
+	// status.namespaces holds; only the first, by name, are enforced.
+	ReasonTooManyNamespaces = "TooManyNamespaces"
+	// ReasonWorkloadsOverlap: one workload's podSelector selects every pod
+	// another's does, so a pod both select counts only for the first
+	// listed (the message names both).
+	ReasonWorkloadsOverlap = "WorkloadsOverlap"
 )
 
 // FinalizerFinalBill keeps a deleted Tenant until its last CPU is in the
@@ -129,4 +136,7 @@ const (
 	EventReportRefused = "ReportRefused"
 	// EventFinalBill: a deleted tenant's last CPU is recorded.
 	EventFinalBill = "FinalBill"
+	// EventWorkloadsOverlap: two of a tenant's workloads select the same
+	// pods.
+	EventWorkloadsOverlap = "WorkloadsOverlap"
 )

@@ -7,6 +7,7 @@ import (
 
 // Backend is the enforcement layer a node agent uses.
 // +kubebuilder:validation:Enum=syscall;cgroup;nice
+// +kubebuilder:validation:MaxLength=7
 type Backend string
 
 const (
@@ -18,6 +19,7 @@ const (
 // TenantShare is what one node measured for one tenant in the last window.
 type TenantShare struct {
 	// Name of the Tenant.
+	// +kubebuilder:validation:MaxLength=253
 	// +required
 	Name string `json:"name"`
 	// UID of the Tenant: counters and bills follow the object, not its
@@ -71,6 +73,7 @@ type NodeCPU struct {
 // measured (nor billed) until it can.
 type UnmeasuredPods struct {
 	// Tenant is the Tenant's name.
+	// +kubebuilder:validation:MaxLength=253
 	// +required
 	Tenant string `json:"tenant"`
 	// Pods is how many of its running pods have no cgroup the agent found.
@@ -147,11 +150,13 @@ type NodeShareReport struct {
 	// cgroups the agent could not find, sorted by tenant.
 	// +listType=map
 	// +listMapKey=tenant
+	// +kubebuilder:validation:MaxItems=10000
 	// +optional
 	Unmeasured []UnmeasuredPods `json:"unmeasured,omitempty"`
 	// Conditions: PodCgroupsFound.
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }

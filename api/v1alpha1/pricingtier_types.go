@@ -9,6 +9,7 @@ import (
 // on yet, docs/design.md "Not built yet": short slices for interactive
 // tenants, long ones for batch).
 // +kubebuilder:validation:Enum=interactive;batch
+// +kubebuilder:validation:MaxLength=11
 type LatencyClass string
 
 const (
@@ -38,6 +39,7 @@ type PricingTierSpec struct {
 	// Currency is the ISO 4217 code the price is in. It cannot change once
 	// set: a tier in another currency is another PricingTier.
 	// +kubebuilder:default=USD
+	// +kubebuilder:validation:MaxLength=3
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Z]{3}$')",message="currency must be an ISO 4217 code of three capital letters, e.g. USD"
 	// +optional
 	Currency string `json:"currency,omitempty"`
@@ -53,12 +55,16 @@ type PricingTierStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Tenants are the names of the tenants that reference this tier, sorted.
+	// Tenants are the names of the tenants that reference this tier,
+	// sorted: the first 1024 when more do.
 	// +listType=set
+	// +kubebuilder:validation:MaxItems=1024
+	// +kubebuilder:validation:items:MaxLength=253
 	// +optional
 	Tenants []string `json:"tenants,omitempty"`
 
-	// TenantCount is len(Tenants), for the printer column.
+	// TenantCount is how many tenants reference this tier (all of them,
+	// also beyond the 1024 Tenants lists), for the printer column.
 	// +optional
 	TenantCount int32 `json:"tenantCount"`
 	// Prices are the tier's prices over time, oldest first (the last 32),
@@ -73,6 +79,7 @@ type PricingTierStatus struct {
 // PriceChange is one price of a tier and when it took effect.
 type PriceChange struct {
 	// PricePerCPUHour as in the spec.
+	// +kubebuilder:validation:MaxLength=13
 	PricePerCPUHour string `json:"pricePerCPUHour"`
 	// Since is when the price took effect: when the API server accepted
 	// the write that set it.

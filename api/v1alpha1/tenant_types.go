@@ -8,6 +8,7 @@ import (
 // ThreadPolicy says how threads inside a tenant's pods share the pod's CPU
 // (docs/design.md §Fairness model, level 3).
 // +kubebuilder:validation:Enum=TWRS;PFS;TFPS;None
+// +kubebuilder:validation:MaxLength=4
 type ThreadPolicy string
 
 const (
@@ -33,8 +34,11 @@ type Workload struct {
 	Name string `json:"name"`
 
 	// PodSelector selects the tenant's pods that belong to this workload.
+	// A pod two workloads select belongs to the first listed; the tenant
+	// is Degraded (WorkloadsOverlap) when one workload's selector surely
+	// selects pods of another's.
 	// +required
-	PodSelector metav1.LabelSelector `json:"podSelector"`
+	PodSelector LabelSelector `json:"podSelector"`
 
 	// Weight of this workload against the tenant's other workloads (1..10000).
 	// Pods matched by no workload share the rest equally, one default
@@ -61,17 +65,26 @@ type TenantSpec struct {
 	// +optional
 	Weight *int32 `json:"weight,omitempty"`
 
-	// Namespaces are namespaces that belong to the tenant, by name.
+	// Namespaces are namespaces that belong to the tenant, by name. The
+	// cluster's own (kube-system, kube-public, kube-node-lease) and
+	// kubefair's (kubefair-system) cannot be a tenant's.
 	// +kubebuilder:validation:MaxItems=256
 	// +kubebuilder:validation:items:MaxLength=63
 	// +kubebuilder:validation:XValidation:rule="self.all(n, n.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))",message="namespaces must be DNS labels"
+	// +kubebuilder:validation:XValidation:rule="!self.exists(n, n in ['kube-system', 'kube-public', 'kube-node-lease', 'kubefair-system'])",messageExpression="'namespace ' + self.filter(n, n in ['kube-system', 'kube-public', 'kube-node-lease', 'kubefair-system'])[0] + ' cannot belong to a tenant: kube-system, kube-public, kube-node-lease and kubefair-system run the cluster and kubefair itself'"
 	// +listType=set
 	// +optional
 	Namespaces []string `json:"namespaces,omitempty"`
 
-	// NamespaceSelector adds every namespace whose labels match.
+	// NamespaceSelector adds every namespace whose labels match. It cannot
+	// be empty (that would match every namespace), nor name kube-system,
+	// kube-public, kube-node-lease or kubefair-system by their
+	// kubernetes.io/metadata.name label.
+	// +kubebuilder:validation:XValidation:rule="(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",message="namespaceSelector must not be empty: an empty selector matches every namespace, kube-system included; give matchLabels or matchExpressions, or list spec.namespaces instead"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || !('kubernetes.io/metadata.name' in self.matchLabels) || !(self.matchLabels['kubernetes.io/metadata.name'] in ['kube-system', 'kube-public', 'kube-node-lease', 'kubefair-system'])",messageExpression="'namespaceSelector selects namespace ' + self.matchLabels['kubernetes.io/metadata.name'] + ' by name, which cannot belong to a tenant: kube-system, kube-public, kube-node-lease and kubefair-system run the cluster and kubefair itself'"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || !self.matchExpressions.exists(e, e.key == 'kubernetes.io/metadata.name' && e.operator == 'In' && has(e.values) && e.values.exists(v, v in ['kube-system', 'kube-public', 'kube-node-lease', 'kubefair-system']))",message="namespaceSelector selects kube-system, kube-public, kube-node-lease or kubefair-system by name (kubernetes.io/metadata.name In ...), which cannot belong to a tenant: they run the cluster and kubefair itself"
 	// +optional
-	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+	NamespaceSelector *LabelSelector `json:"namespaceSelector,omitempty"`
 
 	// Workloads weight groups of pods (VMs, services) inside the tenant.
 	// +kubebuilder:validation:MaxItems=64
@@ -96,21 +109,27 @@ type TenantStatus struct {
 	// Conditions: Ready, TierResolved, Enforced, Degraded, Billed.
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// EffectiveWeight is the weight in force: the tier's or spec.weight.
 	// +optional
 	EffectiveWeight int32 `json:"effectiveWeight,omitempty"`
 	// Namespaces the tenant owns now (names and selector, minus namespaces
-	// another tenant wins), sorted.
+	// another tenant wins), sorted: the first 10000 when it owns more
+	// (Degraded=True/TooManyNamespaces).
 	// +listType=set
+	// +kubebuilder:validation:MaxItems=10000
+	// +kubebuilder:validation:items:MaxLength=63
 	// +optional
 	Namespaces []string `json:"namespaces,omitempty"`
 	// EntitledShare of the CPUs of the nodes that report the tenant now, as
 	// a percentage.
+	// +kubebuilder:validation:MaxLength=8
 	// +optional
 	EntitledShare string `json:"entitledShare,omitempty"`
 	// AchievedShare of those CPUs in their last window, as a percentage.
+	// +kubebuilder:validation:MaxLength=8
 	// +optional
 	AchievedShare string `json:"achievedShare,omitempty"`
 	// ReportingNodes is how many nodes report the tenant now. A node whose
@@ -120,18 +139,23 @@ type TenantStatus struct {
 	ReportingNodes int32 `json:"reportingNodes,omitempty"`
 	// Period is the billing period CPUSeconds and Cost are for: the UTC day,
 	// e.g. "2026-11-25".
+	// +kubebuilder:validation:MaxLength=10
 	// +optional
 	Period string `json:"period,omitempty"`
 	// CPUSeconds billed in Period over all nodes, an exact decimal.
+	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	CPUSeconds string `json:"cpuSeconds,omitempty"`
 	// Cost billed in Period in Currency, an exact decimal (millionths).
+	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	Cost string `json:"cost,omitempty"`
 	// Currency of Cost: the tier's.
+	// +kubebuilder:validation:MaxLength=3
 	// +optional
 	Currency string `json:"currency,omitempty"`
 	// Bill is the name of the TenantBill of Period.
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	Bill string `json:"bill,omitempty"`
 }

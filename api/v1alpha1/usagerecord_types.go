@@ -35,6 +35,7 @@ type UsageRecord struct {
 	Node string `json:"node"`
 	// Period is the UTC day the record covers, e.g. "2026-11-25": a report
 	// window is billed to the day it ends in.
+	// +kubebuilder:validation:MaxLength=10
 	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`
 	// +required
 	Period string `json:"period"`
@@ -47,7 +48,7 @@ type UsageRecord struct {
 	Cursor LedgerCursor `json:"cursor"`
 	// Lines are the CPU billed to each tenant at each price in the period.
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=4096
+	// +kubebuilder:validation:MaxItems=32768
 	// +optional
 	Lines []ChargeLine `json:"lines,omitempty"`
 	// CPU is how the node's CPU time over the period's accepted windows
@@ -66,6 +67,7 @@ type UsageRecord struct {
 	// Conditions: ReportAccepted (the last report's outcome).
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
@@ -81,6 +83,7 @@ type LedgerCursor struct {
 	// +optional
 	Sequence int64 `json:"sequence,omitempty"`
 	// BootID is the agent run whose counters Tenants and Node hold.
+	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	BootID string `json:"bootID,omitempty"`
 	// BootTime is when that run started counting.
@@ -90,12 +93,14 @@ type LedgerCursor struct {
 	// their reports are refused.
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=64
 	// +optional
 	RetiredBoots []string `json:"retiredBoots,omitempty"`
-	// Tenants are the boot's counters as last counted, one per tenant UID.
+	// Tenants are the boot's counters as last counted, one per tenant UID:
+	// the last report's tenants and those whose CPU is held.
 	// +listType=map
 	// +listMapKey=uid
-	// +kubebuilder:validation:MaxItems=10000
+	// +kubebuilder:validation:MaxItems=65536
 	// +optional
 	Tenants []TenantCounter `json:"tenants,omitempty"`
 	// Node are the boot's node counters as last counted.
@@ -106,6 +111,7 @@ type LedgerCursor struct {
 // TenantCounter is one tenant's cumulative counter as last counted.
 type TenantCounter struct {
 	// UID of the Tenant.
+	// +kubebuilder:validation:MaxLength=64
 	UID string `json:"uid"`
 	// CPUNanoseconds is the counter value counted.
 	CPUNanoseconds int64 `json:"cpuNanoseconds"`
@@ -131,22 +137,28 @@ type TenantCounter struct {
 // price.
 type ChargeLine struct {
 	// TenantUID identifies the Tenant the line bills.
+	// +kubebuilder:validation:MaxLength=64
 	TenantUID string `json:"tenantUID"`
 	// Tenant is the Tenant's name.
+	// +kubebuilder:validation:MaxLength=253
 	Tenant string `json:"tenant"`
 	// Tier is the PricingTier priced at, empty for a tenant with
 	// spec.weight (unpriced).
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	Tier string `json:"tier,omitempty"`
 	// Currency of Cost, empty when unpriced.
+	// +kubebuilder:validation:MaxLength=3
 	// +optional
 	Currency string `json:"currency,omitempty"`
 	// PricePerCPUHour in force while the CPU was used.
+	// +kubebuilder:validation:MaxLength=13
 	PricePerCPUHour string `json:"pricePerCPUHour"`
 	// CPUNanoseconds used at that price.
 	CPUNanoseconds int64 `json:"cpuNanoseconds"`
 	// Cost is CPUNanoseconds at PricePerCPUHour, rounded down to a
 	// millionth.
+	// +kubebuilder:validation:MaxLength=64
 	Cost string `json:"cost"`
 	// From and To bound the report windows the line holds.
 	From metav1.Time `json:"from"`
@@ -178,28 +190,32 @@ type NodeCPUTime struct {
 // Refusal counts the refusals of one reason in a period.
 type Refusal struct {
 	// Reason, as in the ReportAccepted condition.
+	// +kubebuilder:validation:MaxLength=64
 	Reason string `json:"reason"`
 	// Count of reports (or tenants in reports) refused.
 	Count int64 `json:"count"`
 	// Last is the observedTime of the last report refused.
 	Last metav1.Time `json:"last"`
 	// Message of the last refusal.
+	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message"`
 }
 
 // ReportOutcome is what became of one report.
 type ReportOutcome struct {
 	// BootID and ObservedTime identify the report.
+	// +kubebuilder:validation:MaxLength=64
 	BootID       string      `json:"bootID"`
 	ObservedTime metav1.Time `json:"observedTime"`
 	// BilledNanoseconds is the CPU it billed.
 	BilledNanoseconds int64 `json:"billedNanoseconds"`
 	// Refused are its tenants' counters that were not billed, and why.
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=10000
+	// +kubebuilder:validation:MaxItems=65536
 	// +optional
 	Refused []RefusedTenant `json:"refused,omitempty"`
 	// Reason the whole report was refused, empty when it was not.
+	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	Reason string `json:"reason,omitempty"`
 }
@@ -207,10 +223,14 @@ type ReportOutcome struct {
 // RefusedTenant is one tenant's counter a report was refused for.
 type RefusedTenant struct {
 	// UID and name of the tenant the report named.
-	UID    string `json:"uid"`
+	// +kubebuilder:validation:MaxLength=64
+	UID string `json:"uid"`
+	// +kubebuilder:validation:MaxLength=253
 	Tenant string `json:"tenant"`
 	// Reason and Message, as in the ReportAccepted condition.
-	Reason  string `json:"reason"`
+	// +kubebuilder:validation:MaxLength=64
+	Reason string `json:"reason"`
+	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message"`
 	// CPUNanoseconds claimed and not billed.
 	CPUNanoseconds int64 `json:"cpuNanoseconds"`
@@ -246,27 +266,34 @@ type TenantBill struct {
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// Tenant is the Tenant's name.
+	// +kubebuilder:validation:MaxLength=253
 	// +required
 	Tenant string `json:"tenant"`
 	// TenantUID identifies the Tenant.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
 	// +required
 	TenantUID string `json:"tenantUID"`
 	// Period is the UTC day billed, e.g. "2026-11-25".
+	// +kubebuilder:validation:MaxLength=10
 	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`
 	// +required
 	Period string `json:"period"`
 	// CPUSeconds billed over all nodes, an exact decimal.
+	// +kubebuilder:validation:MaxLength=64
 	CPUSeconds string `json:"cpuSeconds"`
 	// Costs are the amounts billed, one per currency (one unless the
-	// tenant moved to a tier in another currency during the period).
+	// tenant moved to a tier in another currency during the period): at
+	// most 26³, the three-letter codes.
 	// +listType=map
 	// +listMapKey=currency
+	// +kubebuilder:validation:MaxItems=17576
 	// +optional
 	Costs []Amount `json:"costs,omitempty"`
 	// Lines are the CPU billed at each price: the period's CPU at that
 	// price over all nodes, priced once and rounded down to a millionth.
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=65536
 	// +optional
 	Lines []BillLine `json:"lines,omitempty"`
 	// Nodes is how many nodes' UsageRecords the bill sums.
@@ -276,6 +303,7 @@ type TenantBill struct {
 	// keeps them when UsageRecords are deleted.
 	// +listType=map
 	// +listMapKey=node
+	// +kubebuilder:validation:MaxItems=65536
 	// +optional
 	Sources []BillSource `json:"sources,omitempty"`
 	// Final is true once every UsageRecord it sums is closed: the figures
@@ -287,25 +315,32 @@ type TenantBill struct {
 // Amount is money in one currency, an exact decimal (millionths).
 type Amount struct {
 	// Currency is an ISO 4217 code.
+	// +kubebuilder:validation:MaxLength=3
 	Currency string `json:"currency"`
 	// Amount is a decimal with six fraction digits.
+	// +kubebuilder:validation:MaxLength=64
 	Amount string `json:"amount"`
 }
 
 // BillLine is a tenant's CPU in a period at one price.
 type BillLine struct {
 	// Tier priced at, empty when unpriced.
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	Tier string `json:"tier,omitempty"`
 	// Currency of Cost, empty when unpriced.
+	// +kubebuilder:validation:MaxLength=3
 	// +optional
 	Currency string `json:"currency,omitempty"`
 	// PricePerCPUHour in force while the CPU was used.
+	// +kubebuilder:validation:MaxLength=13
 	PricePerCPUHour string `json:"pricePerCPUHour"`
 	// CPUSeconds at that price, an exact decimal.
+	// +kubebuilder:validation:MaxLength=64
 	CPUSeconds string `json:"cpuSeconds"`
 	// Cost is CPUSeconds at PricePerCPUHour, rounded down to a millionth
 	// (not set in Sources).
+	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	Cost string `json:"cost,omitempty"`
 }
@@ -313,11 +348,13 @@ type BillLine struct {
 // BillSource is what one node's UsageRecord billed a tenant in a period.
 type BillSource struct {
 	// Node is the node's name.
+	// +kubebuilder:validation:MaxLength=253
 	Node string `json:"node"`
 	// Sequence is how far the record had counted (its cursor's sequence).
 	Sequence int64 `json:"sequence"`
 	// Lines are its CPU by price.
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=65536
 	Lines []BillLine `json:"lines"`
 }
 

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
@@ -42,7 +41,7 @@ func classify(pod *corev1.Pod, tenants []kubefairv1.Tenant) (membership, bool) {
 		m := membership{tenant: t.Name, uid: string(t.UID), weight: t.Status.EffectiveWeight, policy: fairness.ThreadPolicy(t.Spec.ThreadPolicy),
 			wlWeight: defaultWorkloadWeight, declared: len(t.Spec.Workloads) > 0}
 		for _, w := range t.Spec.Workloads {
-			sel, err := metav1.LabelSelectorAsSelector(&w.PodSelector)
+			sel, err := w.PodSelector.AsSelector()
 			if err != nil {
 				continue
 			}

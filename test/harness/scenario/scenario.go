@@ -177,14 +177,14 @@ func (s Scenario) Objects() []client.Object {
 func tenantObject(t Tenant) *kubefairv1.Tenant {
 	tn := &kubefairv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: t.Name}, Spec: kubefairv1.TenantSpec{Tier: t.Tier}}
 	if t.BySelector {
-		tn.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": t.Name}}
+		tn.Spec.NamespaceSelector = &kubefairv1.LabelSelector{MatchLabels: map[string]kubefairv1.LabelValue{"team": kubefairv1.LabelValue(t.Name)}}
 	} else {
 		tn.Spec.Namespaces = []string{t.Namespace}
 	}
 	for _, w := range t.Workloads {
 		if w.Weight > 0 {
 			tn.Spec.Workloads = append(tn.Spec.Workloads, kubefairv1.Workload{
-				Name: w.Name, Weight: w.Weight, PodSelector: metav1.LabelSelector{MatchLabels: w.Labels},
+				Name: w.Name, Weight: w.Weight, PodSelector: kubefairv1.SelectorFromLabels(w.Labels),
 			})
 		}
 	}

@@ -108,7 +108,7 @@ func TestNamespaceSelectorAndLabelChanges(t *testing.T) {
 		namespace("sel-b", map[string]string{"team": "red"}),
 		&kubefairv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "sel-blue"}, Spec: kubefairv1.TenantSpec{
 			Weight: ptrTo(100), Namespaces: []string{"sel-named"},
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "blue"}}}})
+			NamespaceSelector: &kubefairv1.LabelSelector{MatchLabels: map[string]kubefairv1.LabelValue{"team": "blue"}}}})
 	wantNamespaces := func(want ...string) {
 		t.Helper()
 		eventually(t, fmt.Sprintf("namespaces %v", want), func() (bool, string) {

@@ -3,6 +3,7 @@ package controller
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -38,7 +39,13 @@ func TestAPIServerRefusesBadObjects(t *testing.T) {
 		return &kubefairv1.PricingTier{ObjectMeta: metav1.ObjectMeta{Name: "bad-tier"}, Spec: s}
 	}
 	workload := func(name string, weight int32) kubefairv1.Workload {
-		return kubefairv1.Workload{Name: name, Weight: weight, PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}}
+		return kubefairv1.Workload{Name: name, Weight: weight, PodSelector: kubefairv1.LabelSelector{MatchLabels: map[string]kubefairv1.LabelValue{"app": kubefairv1.LabelValue(name)}}}
+	}
+	selector := func(exprs ...kubefairv1.LabelSelectorRequirement) *kubefairv1.LabelSelector {
+		return &kubefairv1.LabelSelector{MatchExpressions: exprs}
+	}
+	req := func(key string, op metav1.LabelSelectorOperator, values ...kubefairv1.LabelValue) kubefairv1.LabelSelectorRequirement {
+		return kubefairv1.LabelSelectorRequirement{Key: key, Operator: op, Values: values}
 	}
 	report := func(mut func(*kubefairv1.NodeShareReport)) client.Object {
 		r := &kubefairv1.NodeShareReport{ObjectMeta: metav1.ObjectMeta{Name: "bad-node"},
@@ -82,6 +89,66 @@ func TestAPIServerRefusesBadObjects(t *testing.T) {
 			r.Tenants = []kubefairv1.TenantShare{{Name: "a", CPUNanoseconds: 1}}
 		}), "uid"},
 		{"report with more CPUs than any node", report(func(r *kubefairv1.NodeShareReport) { r.CPUs = 100001 }), "cpus"},
+
+		// Namespaces a tenant cannot have.
+		{"empty namespace selector", tenant(func(s *kubefairv1.TenantSpec) { s.NamespaceSelector = &kubefairv1.LabelSelector{} }),
+			"namespaceSelector must not be empty: an empty selector matches every namespace"},
+		{"empty namespace selector beside names", tenant(func(s *kubefairv1.TenantSpec) {
+			s.NamespaceSelector = &kubefairv1.LabelSelector{MatchExpressions: []kubefairv1.LabelSelectorRequirement{}}
+		}), "namespaceSelector must not be empty"},
+		{"kube-system by name", tenant(func(s *kubefairv1.TenantSpec) { s.Namespaces = []string{"kube-system"} }),
+			"namespace kube-system cannot belong to a tenant"},
+		{"kubefair's own namespace by name", tenant(func(s *kubefairv1.TenantSpec) { s.Namespaces = []string{"team-a", "kubefair-system"} }),
+			"namespace kubefair-system cannot belong to a tenant"},
+		{"kube-node-lease by name", tenant(func(s *kubefairv1.TenantSpec) { s.Namespaces = []string{"kube-node-lease"} }),
+			"namespace kube-node-lease cannot belong to a tenant"},
+		{"kube-public selected by its name label", tenant(func(s *kubefairv1.TenantSpec) {
+			s.NamespaceSelector = &kubefairv1.LabelSelector{MatchLabels: map[string]kubefairv1.LabelValue{"kubernetes.io/metadata.name": "kube-public"}}
+		}), "namespaceSelector selects namespace kube-public by name, which cannot belong to a tenant"},
+		{"kube-system among In values of the name label", tenant(func(s *kubefairv1.TenantSpec) {
+			s.NamespaceSelector = selector(req("kubernetes.io/metadata.name", metav1.LabelSelectorOpIn, "team-b", "kube-system"))
+		}), "namespaceSelector selects kube-system, kube-public, kube-node-lease or kubefair-system by name"},
+
+		// Label selectors Kubernetes could not use.
+		{"unknown operator in a namespace selector", tenant(func(s *kubefairv1.TenantSpec) {
+			s.NamespaceSelector = selector(req("team", "Gt", "1"))
+		}), `spec.namespaceSelector.matchExpressions[0].operator: Unsupported value: "Gt"`},
+		{"unknown operator in a pod selector", tenant(func(s *kubefairv1.TenantSpec) {
+			s.Workloads = []kubefairv1.Workload{{Name: "vm-a", Weight: 1, PodSelector: *selector(req("app", "Equals", "vm-a"))}}
+		}), `spec.workloads[0].podSelector.matchExpressions[0].operator: Unsupported value: "Equals"`},
+		{"In without values", tenant(func(s *kubefairv1.TenantSpec) { s.NamespaceSelector = selector(req("team", metav1.LabelSelectorOpIn)) }),
+			"operator In needs at least one value"},
+		{"NotIn without values in a pod selector", tenant(func(s *kubefairv1.TenantSpec) {
+			s.Workloads = []kubefairv1.Workload{{Name: "vm-a", Weight: 1, PodSelector: *selector(req("app", metav1.LabelSelectorOpNotIn))}}
+		}), "operator NotIn needs at least one value"},
+		{"Exists with values", tenant(func(s *kubefairv1.TenantSpec) {
+			s.NamespaceSelector = selector(req("team", metav1.LabelSelectorOpExists, "a"))
+		}), "operator Exists takes no values"},
+		{"DoesNotExist with values", tenant(func(s *kubefairv1.TenantSpec) {
+			s.NamespaceSelector = selector(req("team", metav1.LabelSelectorOpExists), req("legacy", metav1.LabelSelectorOpDoesNotExist, "yes"))
+		}), "operator DoesNotExist takes no values"},
+		{"label key not a label key", tenant(func(s *kubefairv1.TenantSpec) {
+			s.NamespaceSelector = selector(req("team name", metav1.LabelSelectorOpExists))
+		}), "key must be a label key"},
+		{"label value too long", tenant(func(s *kubefairv1.TenantSpec) {
+			s.NamespaceSelector = &kubefairv1.LabelSelector{MatchLabels: map[string]kubefairv1.LabelValue{"team": kubefairv1.LabelValue(strings.Repeat("a", 64))}}
+		}), "spec.namespaceSelector.matchLabels.team: Too long"},
+		{"matchLabels key too long", tenant(func(s *kubefairv1.TenantSpec) {
+			s.NamespaceSelector = &kubefairv1.LabelSelector{MatchLabels: map[string]kubefairv1.LabelValue{strings.Repeat("k", 318): "a"}}
+		}), "matchLabels keys must be label keys"},
+		{"17 match expressions", tenant(func(s *kubefairv1.TenantSpec) {
+			s.NamespaceSelector = selector()
+			for i := range 17 {
+				s.NamespaceSelector.MatchExpressions = append(s.NamespaceSelector.MatchExpressions, req(fmt.Sprintf("k%d", i), metav1.LabelSelectorOpExists))
+			}
+		}), "spec.namespaceSelector.matchExpressions: Too many: 17: must have at most 16 items"},
+
+		// Bounds.
+		{"report naming a tenant by a name no Tenant can have", report(func(r *kubefairv1.NodeShareReport) {
+			r.Tenants = []kubefairv1.TenantShare{{Name: strings.Repeat("a", 254), UID: "u"}}
+		}), "tenants[0].name: Too long"},
+		{"bill with a UID no Tenant can have", &kubefairv1.TenantBill{ObjectMeta: metav1.ObjectMeta{Name: "bad-bill"},
+			Tenant: "a", TenantUID: strings.Repeat("u", 65), Period: "2026-11-25", CPUSeconds: "0"}, "tenantUID: Too long"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := k8s.Create(ctx(), tc.obj)
@@ -136,5 +203,26 @@ func TestSamplesAreValid(t *testing.T) {
 				t.Errorf("%s: %s %s refused: %v", filepath.Base(f), u.GetKind(), u.GetName(), err)
 			}
 		}
+	}
+}
+
+// TestValidationAcceptsSelectors: what the selector rules leave alone — every
+// operator used as Kubernetes means it, and the name label used to keep the
+// cluster's namespaces out.
+func TestValidationAcceptsSelectors(t *testing.T) {
+	sel := kubefairv1.LabelSelector{
+		MatchLabels: map[string]kubefairv1.LabelValue{"team": "blue", "example.com/tier": ""},
+		MatchExpressions: []kubefairv1.LabelSelectorRequirement{
+			{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []kubefairv1.LabelValue{"kube-system", "kubefair-system"}},
+			{Key: "env", Operator: metav1.LabelSelectorOpIn, Values: []kubefairv1.LabelValue{"prod", "staging"}},
+			{Key: "owner", Operator: metav1.LabelSelectorOpExists},
+			{Key: "legacy", Operator: metav1.LabelSelectorOpDoesNotExist},
+		},
+	}
+	tn := &kubefairv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "selectors-accepted"}, Spec: kubefairv1.TenantSpec{
+		Weight: ptr.To[int32](100), NamespaceSelector: &sel,
+		Workloads: []kubefairv1.Workload{{Name: "vm-a", Weight: 1, PodSelector: sel}, {Name: "rest", Weight: 1}}}}
+	if err := k8s.Create(ctx(), tn, client.DryRunAll); err != nil {
+		t.Fatalf("refused: %v", err)
 	}
 }
