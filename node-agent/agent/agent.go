@@ -390,7 +390,7 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		}
 		if p.Status.Phase == corev1.PodRunning {
 			running[string(p.UID)] = p
-			if p.Status.Resources != nil && p.Status.Resources.Requests.Cpu() != nil && !p.Status.Resources.Requests.Cpu().IsZero() {
+			if p.Status.Resources != nil && !p.Status.Resources.Requests.Cpu().IsZero() {
 				weightsAreRequests = true
 			}
 		}

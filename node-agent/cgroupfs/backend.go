@@ -9,7 +9,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"sort"
 	"sync"
 
@@ -112,12 +111,18 @@ func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 	changed := false
 	for _, parent := range parents {
 		pods := byParent[parent]
-		others, err := b.othersIn(parent, pods)
-		if err != nil {
-			errs = append(errs, err)
+		planned := make(map[string]bool, len(pods))
+		for _, pod := range pods {
+			planned[pod.Cgroup] = true
 		}
+		// The pods of no tenant are read only where the weights may be
+		// scaled: kubelet's weights of them are left alone otherwise.
 		k := uint64(1)
+		var others map[string]uint64
 		if plan.Rescale && parent != layout.Kubepods { // Guaranteed pods' siblings are the QoS cgroups, kubelet's to weigh
+			if others, err = b.othersIn(parent, planned); err != nil {
+				errs = append(errs, err)
+			}
 			k = b.rescale(parent, pods, others)
 		}
 		b.scale[parent] = k
@@ -125,14 +130,16 @@ func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 			want := uint64(math.Round(max(pod.Weight, 0) * float64(k)))
 			changed = b.set(pod.Cgroup, b.h.clampNative(want), &res, &errs) || changed
 		}
-		for cg, kubelet := range others {
-			if k == 1 {
-				if _, managed := b.state.Original[cg]; managed { // no longer scaled: kubelet's value back
-					changed = b.restore(cg, &errs) || changed
-				}
-				continue
+		if k > 1 {
+			for cg, kubelet := range others {
+				changed = b.set(cg, b.h.clampNative(kubelet*k), &res, &errs) || changed
 			}
-			changed = b.set(cg, b.h.clampNative(kubelet*k), &res, &errs) || changed
+			continue
+		}
+		for cg := range b.state.Original { // no longer scaled: kubelet's value back on the pods of no tenant
+			if path.Dir(cg) == parent && !planned[cg] {
+				changed = b.restore(cg, &errs) || changed
+			}
 		}
 	}
 	if changed {
@@ -143,14 +150,14 @@ func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 
 // othersIn are the pod cgroups in parent that the plan does not weigh
 // (pods of no tenant), with kubelet's weight of each.
-func (b *Backend) othersIn(parent string, planned []enforce.Pod) (map[string]uint64, error) {
+func (b *Backend) othersIn(parent string, planned map[string]bool) (map[string]uint64, error) {
 	pods, err := b.h.PodsIn(parent)
 	if err != nil {
 		return nil, err
 	}
 	others := map[string]uint64{}
 	for _, p := range pods {
-		if slices.ContainsFunc(planned, func(q enforce.Pod) bool { return q.Cgroup == p.Path }) {
+		if planned[p.Path] {
 			continue
 		}
 		if w, err := b.kubeletWeight(p.Path); err == nil {
