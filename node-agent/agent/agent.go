@@ -101,9 +101,12 @@ type podState struct {
 	threads     map[int]threadTimes
 	processes   []enforce.Process // with their active threads, last period
 	seen        bool              // has a previous measurement
-	// The pod's figures in the last step, for its workload's closed loop.
+	// The pod's figures in the last step, for its workload's closed loop;
+	// limit is the most of the node it would have used (1 before it was
+	// measured).
 	cpu        time.Duration
 	backlogged bool
+	limit      float64
 	// fromStart: the pod started after this run of the agent began
 	// counting, so its first read counts all its CPU (none of it was billed
 	// before).
@@ -161,10 +164,12 @@ type Step struct {
 	Tenants []TenantStep
 	Plan    enforce.Plan
 	Result  enforce.Result
-	// Scales are the factors the cgroup backend multiplied each QoS
-	// cgroup's pod weights by (the plan's and pods of no tenant alike),
-	// by parent cgroup; absent means 1.
+	// Scales are the factors the cgroup backend multiplied each level's
+	// weights by for resolution, by parent cgroup; absent means 1.
 	Scales map[string]uint64
+	// Weights are the values kubefair holds cgroups at after the step
+	// (pods and QoS cgroups), native units.
+	Weights map[string]uint64
 	// RepairedBurstable: the step undid kubelet's start-up weight of the
 	// Burstable QoS cgroup (cgroupfs.Backend.RepairBurstable).
 	RepairedBurstable bool
@@ -521,11 +526,6 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		group[i] = share * mult[i]
 		groupSum += group[i]
 	}
-	var managed []*podState
-	for _, n := range names {
-		managed = append(managed, acc[n].pods...)
-	}
-	budget := a.podWeightBudget(managed)
 	for k := range a.workloadLoops {
 		if _, ok := acc[k]; !ok {
 			delete(a.workloadLoops, k)
@@ -539,7 +539,7 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		}
 		for ps, w := range splitTenant(group[i]/groupSum, acc[n].pods, wl, dt, a.cfg.Period) {
 			plan.Pods = append(plan.Pods, enforce.Pod{UID: ps.uid, Tenant: n, Cgroup: ps.cgroup,
-				Weight: w * budget, ThreadPolicy: ps.member.policy,
+				Weight: w, Limit: ps.limit, ThreadPolicy: ps.member.policy,
 				Processes: append([]enforce.Process(nil), ps.processes...)})
 		}
 	}
@@ -573,7 +573,7 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	a.procs.sweep()
 	a.hier.Sweep()
 
-	step := Step{Time: now, Window: dt, Plan: plan, Result: res, RepairedBurstable: repaired, Scales: a.cgroups.Scales(),
+	step := Step{Time: now, Window: dt, Plan: plan, Result: res, RepairedBurstable: repaired, Scales: a.cgroups.Scales(), Weights: a.cgroups.Held(),
 		PodCgroupsFound: found, Unmeasured: a.found.unmeasured, UnmeasuredPods: a.found.count, RunningPods: a.found.total}
 	for _, n := range names {
 		step.Tenants = append(step.Tenants, acc[n].step)
@@ -608,25 +608,6 @@ func (a *Agent) leftToTenants(tenantsCPU, dt time.Duration) float64 {
 	return math.Min(1, math.Max(0, 1-others/float64(a.cfg.CPUs)))
 }
 
-// podWeightBudget is the total weight kubefair splits among the tenants'
-// pods, in the node's native units: what kubelet gave those pods (their
-// requests), so that kubefair moves weight between tenants without
-// changing what tenants' pods together weigh against everything else in
-// their QoS cgroup — kubefair's own agent and controller, system pods,
-// pods of no tenant. (The cgroup backend scales a QoS cgroup's weights
-// when they are too small to split finely.)
-func (a *Agent) podWeightBudget(pods []*podState) float64 {
-	var budget float64
-	for _, ps := range pods {
-		w, err := a.cgroups.KubeletWeight(ps.cgroup)
-		if err != nil {
-			continue // vanished since measured; it gets nothing written anyway
-		}
-		budget += float64(w)
-	}
-	return budget
-}
-
 // measure adds one pod's CPU, waiting time and active threads in the
 // period to its tenant's step.
 func (a *Agent) measure(ps *podState, containers []string, s *TenantStep, dt time.Duration) {
@@ -650,7 +631,7 @@ func (a *Agent) measure(ps *podState, containers []string, s *TenantStep, dt tim
 		// shows its wait when it next runs, as the counters are
 		// cumulative). Skipping /proc keeps an idle node cheap.
 		ps.processes = ps.processes[:0]
-		ps.cpu, ps.backlogged = 0, false
+		ps.cpu, ps.backlogged, ps.limit = 0, false, 0
 		return
 	}
 	if a.threads != nil || len(ps.pids) == 0 || ps.pidsAge%procsRefreshPeriods == 0 {
@@ -719,6 +700,16 @@ func (a *Agent) measure(ps *podState, containers []string, s *TenantStep, dt tim
 	}
 	s.Wait += wait
 	ps.backlogged = wait > a.cfg.Period/50 // waited for more than 2 % of a period
+	// The most of the node it would have used: its CPU and waiting, at
+	// most a CPU per thread that ran or waited.
+	ps.limit = 1
+	if ps.seen && dt > 0 {
+		running := 0
+		for _, tids := range active {
+			running += len(tids)
+		}
+		ps.limit = min(1, float64(running)/float64(a.cfg.CPUs), (ps.cpu+wait).Seconds()/(float64(a.cfg.CPUs)*dt.Seconds()))
+	}
 	ps.usage, ps.threads, ps.seen = usage, threads, true
 }
 

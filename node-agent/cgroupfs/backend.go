@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"maps"
 	"math"
 	"os"
 	"path"
 	"path/filepath"
-	"sort"
+	"slices"
 	"sync"
 
 	"github.com/kubefair/kubefair/node-agent/enforce"
@@ -87,59 +88,74 @@ func (b *Backend) Name() string { return "cgroup" }
 // give any pod: rounding it then moves its share by at most 0.5 %.
 const resolution = 100
 
-// Apply writes each pod's weight, scaled with its siblings', when it
-// differs from the one in place by more than 1 %.
+// Apply realises the plan through kubelet's QoS hierarchy
+// (fairness.Flatten): it writes the tenants' pods', the QoS cgroups' and,
+// where that is needed to keep their stock share, the pods of no tenant's
+// weights, each level scaled for resolution where the plan allows it, and
+// only values that differ from those in place by more than 1 %. Cgroups
+// that no longer need a value of kubefair's get kubelet's back.
 func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	layout, err := b.h.Layout()
-	if err != nil {
-		return enforce.Result{}, err
-	}
-	byParent := map[string][]enforce.Pod{}
-	var parents []string
-	for _, pod := range plan.Pods {
-		parent := path.Dir(pod.Cgroup)
-		if byParent[parent] == nil {
-			parents = append(parents, parent)
-		}
-		byParent[parent] = append(byParent[parent], pod)
-	}
-	sort.Strings(parents)
 	var res enforce.Result
 	var errs []error
-	changed := false
-	for _, parent := range parents {
-		pods := byParent[parent]
-		planned := make(map[string]bool, len(pods))
-		for _, pod := range pods {
-			planned[pod.Cgroup] = true
+	if len(plan.Pods) == 0 {
+		changed := false
+		for cg := range b.state.Original {
+			changed = b.restore(cg, &errs) || changed
 		}
-		// The pods of no tenant are read only where the weights may be
-		// scaled: kubelet's weights of them are left alone otherwise.
-		k := uint64(1)
-		var others map[string]uint64
-		if plan.Rescale && parent != layout.Kubepods { // Guaranteed pods' siblings are the QoS cgroups, kubelet's to weigh
-			if others, err = b.othersIn(parent, planned); err != nil {
-				errs = append(errs, err)
-			}
-			k = b.rescale(parent, pods, others)
+		if changed {
+			errs = append(errs, b.save())
 		}
-		b.scale[parent] = k
-		for _, pod := range pods {
-			want := uint64(math.Round(max(pod.Weight, 0) * float64(k)))
-			changed = b.set(pod.Cgroup, b.h.clampNative(want), &res, &errs) || changed
-		}
-		if k > 1 {
-			for cg, kubelet := range others {
-				changed = b.set(cg, b.h.clampNative(kubelet*k), &res, &errs) || changed
-			}
+		clear(b.scale)
+		return res, errors.Join(errs...)
+	}
+	tree, cgroups, err := b.readTree(plan, &res)
+	if err != nil {
+		return res, err
+	}
+	w := fairness.Flatten(tree.QoSTree)
+
+	// The levels: kubepods (Guaranteed pods and the QoS cgroups), and each
+	// QoS cgroup's pods. want and kubelet hold each cgroup's weight.
+	levels := map[string][]string{}
+	want, kubelet := map[string]float64{}, map[string]float64{}
+	for c, cg := range tree.classes {
+		if tree.Classes[c] == w.Classes[c] && !tree.populated[c] {
 			continue
 		}
-		for cg := range b.state.Original { // no longer scaled: kubelet's value back on the pods of no tenant
-			if path.Dir(cg) == parent && !planned[cg] {
-				changed = b.restore(cg, &errs) || changed
+		levels[tree.kubepods] = append(levels[tree.kubepods], cg)
+		want[cg], kubelet[cg] = w.Classes[c], tree.Classes[c]
+	}
+	for i, cg := range cgroups {
+		parent := path.Dir(cg)
+		levels[parent] = append(levels[parent], cg)
+		want[cg], kubelet[cg] = w.Pods[i], tree.Pods[i].Kubelet
+	}
+	planned := make(map[string]bool, len(plan.Pods))
+	for _, pod := range plan.Pods {
+		planned[pod.Cgroup] = true
+	}
+	parents := slices.Sorted(maps.Keys(levels))
+	changed := false
+	for _, parent := range parents {
+		k := uint64(1)
+		if plan.Rescale {
+			k = b.rescale(parent, levels[parent], want)
+		}
+		b.scale[parent] = k
+		for _, cg := range levels[parent] {
+			v := b.h.clampNative(uint64(math.Round(max(want[cg], 0) * float64(k))))
+			if planned[cg] || v != uint64(math.Round(kubelet[cg])) {
+				changed = b.set(cg, v, &res, &errs) || changed
+			} else if _, managed := b.state.Original[cg]; managed {
+				changed = b.restore(cg, &errs) || changed // kubelet's value is right again
 			}
+		}
+	}
+	for cg := range b.state.Original { // gone from the tree, or a level no longer written
+		if _, ok := want[cg]; !ok {
+			changed = b.restore(cg, &errs) || changed
 		}
 	}
 	if changed {
@@ -148,38 +164,71 @@ func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 	return res, errors.Join(errs...)
 }
 
-// othersIn are the pod cgroups in parent that the plan does not weigh
-// (pods of no tenant), with kubelet's weight of each.
-func (b *Backend) othersIn(parent string, planned map[string]bool) (map[string]uint64, error) {
-	pods, err := b.h.PodsIn(parent)
-	if err != nil {
-		return nil, err
-	}
-	others := map[string]uint64{}
-	for _, p := range pods {
-		if planned[p.Path] {
-			continue
-		}
-		if w, err := b.kubeletWeight(p.Path); err == nil {
-			others[p.Path] = w
-		}
-	}
-	return others, nil
+// tree is a node's pod cgroups as Flatten takes them, with their paths.
+type tree struct {
+	fairness.QoSTree
+	kubepods string
+	// classes are the QoS cgroups' paths, populated whether any pod is in them.
+	classes   []string
+	populated []bool
 }
 
-// rescale is parent's factor for this period: the smallest power of two
+// readTree lists the pod cgroups in kubepods and its QoS cgroups with
+// kubelet's weight of each, and the plan's part and limit of the
+// tenants' pods. A planned pod whose cgroup is gone counts as vanished.
+// The QoS cgroups weigh what kubelet gives them: Burstable the sum of its
+// pods' requests (as cpu.shares; at least the minimum), BestEffort the
+// minimum — computed, not read, so that kubelet's start-up value of
+// Burstable (RepairBurstable) does not count as its weight.
+func (b *Backend) readTree(plan enforce.Plan, res *enforce.Result) (tree, []string, error) {
+	layout, err := b.h.Layout()
+	if err != nil {
+		return tree{}, nil, err
+	}
+	byCgroup := make(map[string]enforce.Pod, len(plan.Pods))
+	for _, pod := range plan.Pods {
+		byCgroup[pod.Cgroup] = pod
+	}
+	t := tree{kubepods: layout.Kubepods, classes: []string{layout.Burstable, layout.BestEffort}, populated: make([]bool, 2)}
+	var cgroups []string
+	burstableShares := uint64(0)
+	for class, parent := range []string{layout.Kubepods, layout.Burstable, layout.BestEffort} {
+		pods, err := b.h.PodsIn(parent)
+		if err != nil {
+			return tree{}, nil, err
+		}
+		for _, p := range pods {
+			native, err := b.kubeletWeight(p.Path)
+			if err != nil {
+				continue // gone since listed
+			}
+			pod := byCgroup[p.Path]
+			delete(byCgroup, p.Path)
+			t.Pods = append(t.Pods, fairness.QoSPod{Class: class - 1, Kubelet: float64(native), Part: pod.Weight, Limit: pod.Limit})
+			cgroups = append(cgroups, p.Path)
+			if class > 0 {
+				t.populated[class-1] = true
+			}
+			if shares := b.h.Shares(native); class == 1 && shares > fairness.MinShares {
+				burstableShares += shares
+			}
+		}
+	}
+	res.Vanished += len(byCgroup)
+	t.Classes = []float64{float64(b.h.Native(max(burstableShares, fairness.MinShares))), float64(b.h.Native(fairness.MinShares))}
+	return t, cgroups, nil
+}
+
+// rescale is a level's factor for this period: the smallest power of two
 // that lifts its smallest weight to resolution, as far as its largest
 // stays in range. A factor in use is kept while the smallest weight stays
 // below four times resolution with it, so that weights moving a little do
 // not rewrite every sibling.
-func (b *Backend) rescale(parent string, planned []enforce.Pod, others map[string]uint64) uint64 {
+func (b *Backend) rescale(parent string, cgroups []string, want map[string]float64) uint64 {
 	lo, hi := math.Inf(1), 0.0
-	note := func(w float64) { lo, hi = min(lo, max(w, 1e-3)), max(hi, w) }
-	for _, p := range planned {
-		note(p.Weight)
-	}
-	for _, w := range others {
-		note(float64(w))
+	for _, cg := range cgroups {
+		w := want[cg]
+		lo, hi = min(lo, max(w, 1e-3)), max(hi, w)
 	}
 	top := float64(b.h.maxNative())
 	k := max(b.scale[parent], 1)
@@ -189,8 +238,15 @@ func (b *Backend) rescale(parent string, planned []enforce.Pod, others map[strin
 			k *= 2
 		}
 	}
-	b.scale[parent] = k
 	return k
+}
+
+// Held is every cgroup kubefair holds at a value of its own (pods and QoS
+// cgroups), with that value in native units.
+func (b *Backend) Held() map[string]uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return maps.Clone(b.state.Written)
 }
 
 // Scales are the factors in use, by pod parent (those at 1 omitted).
@@ -361,8 +417,8 @@ func (b *Backend) RepairBurstable(podCgroups iter.Seq[string]) (bool, error) {
 		}
 		return false, err
 	}
-	if have == b.burstableHealthy {
-		return false, nil
+	if _, managed := b.state.Original[layout.Burstable]; managed || have == b.burstableHealthy {
+		return false, nil // kubefair weighs it (Apply), or it was found healthy
 	}
 	var want uint64
 	for cg := range podCgroups {

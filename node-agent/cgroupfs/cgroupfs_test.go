@@ -73,9 +73,11 @@ func fakeTree(t *testing.T, s kubeletSetup) (root string, h *Hierarchy) {
 	if s.mode == V2 {
 		writeFile(t, filepath.Join(root, "cgroup.controllers"), "cpuset cpu io memory pids\n")
 		writeFile(t, filepath.Join(root, s.root, l.Burstable, "cpu.weight"), "40\n")
+		writeFile(t, filepath.Join(root, s.root, l.BestEffort, "cpu.weight"), "1\n")
 	} else {
 		writeFile(t, filepath.Join(root, "cpu", "cpu.shares"), "1024\n")
 		writeFile(t, filepath.Join(root, "cpu", s.root, l.Burstable, "cpu.shares"), "1024\n")
+		writeFile(t, filepath.Join(root, "cpu", s.root, l.BestEffort, "cpu.shares"), "2\n")
 		writeFile(t, filepath.Join(root, "cpuacct", "cpuacct.usage"), "0\n")
 	}
 	for _, p := range []pod{podA, podB, podC, podD} {
@@ -351,41 +353,63 @@ func TestExpandSlice(t *testing.T) {
 func TestBackend(t *testing.T) {
 	forEachSetup(t, func(t *testing.T, s kubeletSetup) {
 		root, h := fakeTree(t, s)
+		l, _ := h.Layout()
 		a, b, c, d := s.cgroup(podA), s.cgroup(podB), s.cgroup(podC), s.cgroup(podD)
 		kubelet := fileValue(t, root, h, a) // 102 or 4
 		other := path.Dir(a) + "/" + path.Base(s.cgroup(pod{"e-5", "burstable"}))
 		addPod(t, root, s, other) // a pod of no tenant beside a and b
+		burstable, besteffort := fileValue(t, root, h, l.Burstable), fileValue(t, root, h, l.BestEffort)
 
 		backend, err := NewBackend(h, t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The tenants' two Burstable pods split their kubelet weights 4:1.
+		// Tenants' pods in every QoS class: a and b split 4:1 what d (a
+		// Guaranteed pod) and c (a BestEffort pod) get each.
 		plan := enforce.Plan{Rescale: true, Pods: []enforce.Pod{
-			{Cgroup: a, Weight: 1.6 * float64(kubelet)}, {Cgroup: b, Weight: 0.4 * float64(kubelet)},
-			{Cgroup: d, Weight: float64(kubelet)}, {Cgroup: c, Weight: 1},
+			{Cgroup: a, Weight: 1.6, Limit: 1}, {Cgroup: b, Weight: 0.4, Limit: 1},
+			{Cgroup: d, Weight: 1, Limit: 1}, {Cgroup: c, Weight: 1, Limit: 1},
 		}}
 		res, err := backend.Apply(plan)
 		if err != nil {
 			t.Fatal(err)
 		}
-		wa, wb, we := fileValue(t, root, h, a), fileValue(t, root, h, b), fileValue(t, root, h, other)
-		// One factor scales the QoS cgroup: the ratios are the plan's and
-		// kubelet's, the smallest weight has resolution.
-		if r := float64(wa) / float64(wb); r < 3.9 || r > 4.1 {
-			t.Errorf("a:b = %d:%d, want 4:1", wa, wb)
+		// What each pod gets from the files, all backlogged: the tenants'
+		// pods by their parts whatever their class, the pod of no tenant
+		// at least its stock share.
+		share := func() map[string]float64 {
+			tree := fairness.QoSTree{Classes: []float64{float64(fileValue(t, root, h, l.Burstable)), float64(fileValue(t, root, h, l.BestEffort))}}
+			cgs := []string{d, a, b, other, c}
+			for i, cg := range cgs {
+				tree.Pods = append(tree.Pods, fairness.QoSPod{Class: []int{-1, 0, 0, 0, 1}[i], Kubelet: float64(fileValue(t, root, h, cg)), Part: 1, Limit: 1})
+			}
+			out := map[string]float64{}
+			for i, v := range fairness.StockShares(tree) {
+				out[cgs[i]] = v
+			}
+			return out
 		}
-		if r := float64(we) / float64(wb); r < 2.4 || r > 2.6 {
-			t.Errorf("pod of no tenant : b = %d:%d, want kubelet's %d : 0.4 × %d", we, wb, kubelet, kubelet)
+		got := share()
+		left := got[a] + got[b] + got[c] + got[d]
+		for cg, part := range map[string]float64{a: 1.6 / 4, b: 0.4 / 4, c: 1.0 / 4, d: 1.0 / 4} {
+			if math.Abs(got[cg]-part*left) > 0.01 {
+				t.Errorf("%s gets %.3f of the node, want %.3f (its part of the tenants' %.3f)", cg, got[cg], part*left, left)
+			}
 		}
-		if wb < resolution {
-			t.Errorf("the smallest weight is %d, want at least %d", wb, resolution)
+		// In stock kubelet weighs Burstable the sum of its pods' requests,
+		// BestEffort the minimum; Burstable's three pods weigh alike.
+		bu, be := float64(h.Native(3*h.Shares(kubelet))), float64(h.Native(fairness.MinShares))
+		stock := bu / (bu + be + float64(kubelet)) / 3
+		if got[other] < stock-0.01 {
+			t.Errorf("the pod of no tenant gets %.3f, below its stock %.3f", got[other], stock)
 		}
-		if got := fileValue(t, root, h, d); got != kubelet {
-			t.Errorf("a Guaranteed pod holds %d, want its plan unscaled (%d): its siblings are kubelet's QoS cgroups", got, kubelet)
+		for _, cg := range []string{a, b, c} {
+			if v := fileValue(t, root, h, cg); v < resolution {
+				t.Errorf("%s holds %d, below resolution %d", cg, v, resolution)
+			}
 		}
-		if res.Writes != 4 || res.Drift != 0 {
-			t.Fatalf("first apply = %+v, want 4 writes (a, b, c and the pod of no tenant; d keeps its value)", res)
+		if res.Drift != 0 || res.Vanished != 0 || res.Writes < 6 {
+			t.Fatalf("first apply = %+v, want the four pods and both QoS cgroups written", res)
 		}
 		if res, _ := backend.Apply(plan); res.Writes != 0 {
 			t.Fatalf("an unchanged plan wrote %d values", res.Writes)
@@ -396,11 +420,12 @@ func TestBackend(t *testing.T) {
 			p[0].Weight *= f
 			return enforce.Plan{Pods: p, Rescale: true}
 		}
+		wa := fileValue(t, root, h, a)
 		if res, _ := backend.Apply(nudge(1.005)); res.Writes != 0 || res.Drift != 0 || fileValue(t, root, h, a) != wa {
 			t.Fatalf("a 0.5 %% nudge: %+v, file %d", res, fileValue(t, root, h, a))
 		}
-		if res, _ := backend.Apply(nudge(1.05)); res.Writes != 1 || res.Drift != 0 {
-			t.Fatalf("a 5 %% change: %+v, want one write", res)
+		if res, _ := backend.Apply(nudge(1.05)); res.Writes == 0 || res.Drift != 0 {
+			t.Fatalf("a 5 %% change: %+v, want writes", res)
 		}
 		if _, err := backend.Apply(plan); err != nil {
 			t.Fatal(err)
@@ -408,80 +433,72 @@ func TestBackend(t *testing.T) {
 		if got, err := backend.KubeletWeight(b); err != nil || got != kubelet {
 			t.Fatalf("KubeletWeight(b) = %d, %v; want kubelet's %d", got, err, kubelet)
 		}
+		wa, wo := fileValue(t, root, h, a), fileValue(t, root, h, other)
 
-		// Someone else (kubelet on a resize, systemd on a daemon-reload)
-		// rewrites values: counted and undone, and their value is the one
-		// to restore later.
+		// Someone else (kubelet on a resize or its QoS update, systemd on a
+		// daemon-reload) rewrites values: counted and undone, and their
+		// value is the one to restore later.
 		setWeight(t, root, h, a, 7)
-		setWeight(t, root, h, other, kubelet)
-		if res, _ := backend.Apply(plan); res.Drift != 2 || res.Writes != 2 || fileValue(t, root, h, a) != wa || fileValue(t, root, h, other) != we {
-			t.Fatalf("drift apply = %+v, files %d, %d; want %d, %d back", res, fileValue(t, root, h, a), fileValue(t, root, h, other), wa, we)
+		setWeight(t, root, h, l.BestEffort, besteffort)
+		res, _ = backend.Apply(plan)
+		if res.Drift != 2 || fileValue(t, root, h, a) != wa || fileValue(t, root, h, other) != wo || fileValue(t, root, h, l.BestEffort) == besteffort {
+			t.Fatalf("drift apply = %+v, a holds %d (want %d)", res, fileValue(t, root, h, a), wa)
 		}
 		if got, err := backend.KubeletWeight(a); err != nil || got != 7 {
 			t.Fatalf("KubeletWeight(a) after kubelet's rewrite = %d, %v; want 7", got, err)
 		}
 
 		// A restarted agent still knows kubelet's values and restores them,
-		// the pod of no tenant's included.
+		// the pod of no tenant's and the QoS cgroups' included.
 		again, err := NewBackend(h, backend.stateDir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := len(again.Managed()); n != 5 {
-			t.Fatalf("restarted backend manages %d pods, want 5", n)
+		if n := len(again.Managed()); n != 7 {
+			t.Fatalf("restarted backend manages %d cgroups, want 7", n)
 		}
 		if err := again.Restore(again.Managed()); err != nil {
 			t.Fatal(err)
 		}
-		for cg, want := range map[string]uint64{a: 7, b: kubelet, other: kubelet, d: kubelet} {
+		for cg, want := range map[string]uint64{a: 7, b: kubelet, other: kubelet, d: kubelet, l.Burstable: burstable, l.BestEffort: besteffort} {
 			if got := fileValue(t, root, h, cg); got != want {
 				t.Errorf("%s restored to %d, want kubelet's %d", cg, got, want)
 			}
 		}
+		setWeight(t, root, h, a, kubelet)
 
-		// Once the plan's weights are large, the scale goes back to 1 and
-		// pods of no tenant get kubelet's value back.
-		big := enforce.Plan{Rescale: true, Pods: []enforce.Pod{{Cgroup: a, Weight: 16 * float64(resolution)}, {Cgroup: b, Weight: 4 * float64(resolution)}}}
-		if _, err := again.Apply(plan); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := again.Apply(big); err != nil {
-			t.Fatal(err)
-		}
-		if s.mode == V2 { // kubelet's 4 is below resolution on v2: the scale stays
-			if fileValue(t, root, h, other) == kubelet {
-				t.Error("the pod of no tenant lost its scale while it is below resolution")
-			}
-		} else if got := fileValue(t, root, h, other); got != kubelet {
-			t.Errorf("unscaled again, the pod of no tenant holds %d, want kubelet's %d", got, kubelet)
-		}
-
-		// Where kubelet reports pod weights as requests, nothing is scaled:
-		// the plan's weights are written as they are, and the pod of no
-		// tenant gets kubelet's value back.
-		if _, err := again.Apply(plan); err != nil {
-			t.Fatal(err)
-		}
+		// Where kubelet reports pod weights as requests, nothing is
+		// scaled: each level's pods weigh together what kubelet gave them.
 		unscaled := plan
 		unscaled.Rescale = false
 		if _, err := again.Apply(unscaled); err != nil {
 			t.Fatal(err)
 		}
-		if got, want := fileValue(t, root, h, a), uint64(math.Round(1.6*float64(kubelet))); got != want {
-			t.Errorf("unscaled, pod a holds %d, want the plan's %d", got, want)
-		}
-		if got := fileValue(t, root, h, other); got != kubelet {
-			t.Errorf("unscaled, the pod of no tenant holds %d, want kubelet's %d", got, kubelet)
-		}
 		if len(again.Scales()) != 0 {
 			t.Errorf("scales in use without Rescale: %v", again.Scales())
+		}
+		if sum := fileValue(t, root, h, a) + fileValue(t, root, h, b) + fileValue(t, root, h, other); sum > 3*kubelet+2 || sum+2 < 3*kubelet {
+			t.Errorf("unscaled, Burstable's pods weigh %d together, want kubelet's %d", sum, 3*kubelet)
+		}
+
+		// With no tenant's pod left, every value is kubelet's again.
+		if _, err := again.Apply(enforce.Plan{Rescale: true}); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(again.Managed()); n != 0 {
+			t.Errorf("an empty plan left %d cgroups managed", n)
+		}
+		for cg, want := range map[string]uint64{a: kubelet, other: kubelet, l.BestEffort: besteffort} {
+			if got := fileValue(t, root, h, cg); got != want {
+				t.Errorf("%s holds %d after an empty plan, want kubelet's %d", cg, got, want)
+			}
 		}
 
 		// A pod that vanished is not an error.
 		if err := os.RemoveAll(filepath.Dir(weightFile(root, h, d))); err != nil {
 			t.Fatal(err)
 		}
-		res, err = again.Apply(enforce.Plan{Pods: []enforce.Pod{{Cgroup: d, Weight: 100}}})
+		res, err = again.Apply(enforce.Plan{Pods: []enforce.Pod{{Cgroup: d, Weight: 1, Limit: 1}, {Cgroup: a, Weight: 1, Limit: 1}}})
 		if err != nil || res.Vanished != 1 {
 			t.Fatalf("vanished pod: %+v, %v", res, err)
 		}

@@ -24,11 +24,17 @@ type Pod struct {
 	// Cgroup is the pod's cgroup relative to the agent's cgroup root,
 	// e.g. "kubepods/burstable/pod<uid>".
 	Cgroup string
-	// Weight is the pod's desired cgroup weight in the node's native units
-	// (cpu.shares on cgroup v1, cpu.weight on v2), as a part of the sum of
-	// kubelet's weights of the tenants' pods. It may be fractional: the
-	// cgroup backend scales all pods of one QoS cgroup alike for resolution.
-	Weight       float64
+	// Weight is the pod's part of the node-level weight of all the
+	// tenants' pods (any common scale; > 0). The cgroup backend gives
+	// those pods together what kubelet gave them, split by these parts,
+	// and realises it through kubelet's QoS hierarchy
+	// (fairness.Flatten).
+	Weight float64
+	// Limit is the most of the node the pod can use (0..1; 1 when not yet
+	// measured):
+	// what stock Kubernetes would leave of its share to others, which the
+	// pods of no tenant keep (fairness.StockShares).
+	Limit        float64
 	ThreadPolicy fairness.ThreadPolicy
 	Processes    []Process
 }

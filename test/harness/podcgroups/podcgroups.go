@@ -34,6 +34,9 @@ type Tree struct {
 	// runtimes put containers at KubeletRoot + "/kubepods/…".
 	KubeletRoot string
 	name        string
+	// burstable are the cpu.shares of the Burstable pods AddPodOf made,
+	// which kubelet sums into the Burstable QoS cgroup.
+	burstable []int
 	// dirs are the host cgroup directories created, for removal.
 	dirs  []string
 	procs []*exec.Cmd
@@ -61,7 +64,7 @@ func New(tmp string) (*Tree, error) {
 			return nil, err
 		}
 	}
-	for _, qos := range []string{"kubepods", "kubepods/burstable"} {
+	for _, qos := range []string{"kubepods", "kubepods/burstable", "kubepods/besteffort"} {
 		for _, ctl := range []string{"cpu", "cpuacct"} {
 			if err := t.mkdir(filepath.Join(HostCgroupRoot, ctl, name, qos)); err != nil {
 				return nil, err
@@ -123,18 +126,93 @@ func (t *Tree) AddPod(uid, burner string, threads int, args ...string) (int, err
 	if err := t.WriteShares(ctr, KubeletShares); err != nil {
 		return 0, err
 	}
+	if err := t.start(ctr, burner, threads, args...); err != nil {
+		return 0, err
+	}
+	return t.procs[len(t.procs)-1].Process.Pid, nil
+}
+
+// start runs a burner with threads spinning threads in a container cgroup.
+func (t *Tree) start(ctr, burner string, threads int, args ...string) error {
 	cmd := exec.Command(burner, append([]string{"-threads", strconv.Itoa(threads)}, args...)...)
 	if err := cmd.Start(); err != nil {
-		return 0, err
+		return err
 	}
 	t.procs = append(t.procs, cmd)
 	for _, ctl := range []string{"cpu", "cpuacct"} {
 		procs := filepath.Join(HostCgroupRoot, ctl, t.name, ctr, "cgroup.procs")
 		if err := os.WriteFile(procs, []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
-			return 0, fmt.Errorf("moving %d into %s: %w", cmd.Process.Pid, procs, err)
+			return fmt.Errorf("moving %d into %s: %w", cmd.Process.Pid, procs, err)
 		}
 	}
-	return cmd.Process.Pid, nil
+	return nil
+}
+
+// Class is a pod's QoS class, which decides where kubelet puts its cgroup.
+type Class string
+
+const (
+	Guaranteed Class = "guaranteed"
+	Burstable  Class = "burstable"
+	BestEffort Class = "besteffort"
+)
+
+// CgroupOf is a pod's cgroup below the controller root for its class:
+// Guaranteed pods directly in kubepods, the others in their class's.
+func CgroupOf(class Class, uid string) string {
+	switch class {
+	case Guaranteed:
+		return "/kubepods/pod" + uid
+	case BestEffort:
+		return "/kubepods/besteffort/pod" + uid
+	}
+	return PodCgroup(uid)
+}
+
+// AddPodOf does kubelet's part for a pod of a QoS class requesting
+// milliCPU (Guaranteed: also its limit; BestEffort: none) and starts a
+// burner with threads spinning threads in its one container, as AddPod.
+// Like kubelet it first updates the QoS cgroups — Burstable to the sum of
+// its pods' shares, BestEffort to 2 —, then gives the pod its shares
+// (milliCPU × 1024 / 1000, at least 2) and a Guaranteed pod a CFS quota
+// of its limit. It returns the pod's cgroup.
+func (t *Tree) AddPodOf(uid string, class Class, milliCPU int, burner string, threads int) (string, error) {
+	shares := max(milliCPU*1024/1000, 2)
+	if class == BestEffort {
+		shares = 2
+	}
+	if class == Burstable {
+		t.burstable = append(t.burstable, shares)
+	}
+	sum := 0
+	for _, s := range t.burstable {
+		sum += s
+	}
+	if err := t.WriteShares("/kubepods/burstable", max(sum, 2)); err != nil {
+		return "", err
+	}
+	if err := t.WriteShares("/kubepods/besteffort", 2); err != nil {
+		return "", err
+	}
+	pod := CgroupOf(class, uid)
+	ctr := pod + "/ctr-" + uid[:8]
+	for _, cg := range []string{pod, ctr} {
+		for _, ctl := range []string{"cpu", "cpuacct"} {
+			if err := t.mkdir(filepath.Join(HostCgroupRoot, ctl, t.name, cg)); err != nil {
+				return "", err
+			}
+		}
+		if err := t.WriteShares(cg, shares); err != nil {
+			return "", err
+		}
+	}
+	if class == Guaranteed { // kubelet's CFS quota for the CPU limit, 100 ms periods
+		quota := filepath.Join(HostCgroupRoot, "cpu", t.name, pod, "cpu.cfs_quota_us")
+		if err := os.WriteFile(quota, []byte(strconv.Itoa(milliCPU*100)), 0o644); err != nil {
+			return "", err
+		}
+	}
+	return pod, t.start(ctr, burner, threads)
 }
 
 // Shares reads a cgroup's cpu.shares.
