@@ -159,7 +159,10 @@ func resolveNamespaces(t *kubefairv1.Tenant, tenants []kubefairv1.Tenant, namesp
 type usageResult struct {
 	// unmeasured says, per node whose agent cannot find some of the
 	// tenant's pods, how many and why.
-	unmeasured     []string
+	unmeasured []string
+	// limited says, per node where its pods' CPU limits keep the tenant
+	// below its entitlement, how far.
+	limited        []string
 	entitled       string
 	achieved       string
 	reportingNodes int32
@@ -207,6 +210,9 @@ func aggregateReports(t *kubefairv1.Tenant, reports []kubefairv1.NodeShareReport
 			continue
 		}
 		res.reportingNodes++
+		if share.LimitedShare > 0 {
+			res.limited = append(res.limited, fmt.Sprintf("on node %s the CPU limits of its pods let it use at most %.1f%% of the node, less than its weight entitles it to; the rest goes to other tenants (raise or remove the limits to get it)", r.Name, 100*share.LimitedShare))
+		}
 		entitledCPUs += share.EntitledShare * float64(r.CPUs)
 		achievedCPUs += share.AchievedShare * float64(r.CPUs)
 		cpus += r.CPUs
@@ -459,6 +465,9 @@ func setConditions(st *kubefairv1.TenantStatus, generation int64, tier tierResul
 	case len(usage.unmeasured) > 0:
 		degraded = metav1.Condition{Type: kubefairv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonPodsUnmeasured,
 			Message: unmeasuredMessage(usage.unmeasured)}
+	case len(usage.limited) > 0:
+		degraded = metav1.Condition{Type: kubefairv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonCPULimited,
+			Message: unmeasuredMessage(usage.limited)}
 	case len(overlaps) > 0:
 		msg := overlaps[0].String()
 		if len(overlaps) > 1 {

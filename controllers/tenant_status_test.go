@@ -17,7 +17,7 @@ import (
 
 // TestUnmeasuredPods: a node whose agent cannot find some of a tenant's
 // pods makes the tenant Degraded (and not Enforced when no node enforces
-// it).
+// it); so does a node where its CPU limits keep it below its entitlement.
 func TestUnmeasuredPods(t *testing.T) {
 	now := time.Now()
 	notFound := metav1.Condition{Type: kubefairv1.ConditionPodCgroupsFound, Status: metav1.ConditionFalse, Reason: kubefairv1.ReasonLayoutNotFound,
@@ -26,6 +26,8 @@ func TestUnmeasuredPods(t *testing.T) {
 		Tenants: []kubefairv1.TenantShare{{Name: "shop", UID: "uid-shop", EntitledShare: 0.5, AchievedShare: 0.5, CPUNanoseconds: 10}}}
 	blind := kubefairv1.NodeShareReport{ObjectMeta: metav1.ObjectMeta{Name: "blind"}, CPUs: 2, BootID: "b2", ObservedTime: metav1.NewTime(now),
 		Unmeasured: []kubefairv1.UnmeasuredPods{{Tenant: "shop", Pods: 3}}, Conditions: []metav1.Condition{notFound}}
+	limited := kubefairv1.NodeShareReport{ObjectMeta: metav1.ObjectMeta{Name: "capped"}, CPUs: 2, BootID: "b3", ObservedTime: metav1.NewTime(now),
+		Tenants: []kubefairv1.TenantShare{{Name: "shop", UID: "uid-shop", EntitledShare: 0.2, AchievedShare: 0.2, LimitedShare: 0.2, CPUNanoseconds: 10}}}
 	for _, tc := range []struct {
 		name            string
 		reports         []kubefairv1.NodeShareReport
@@ -40,6 +42,10 @@ func TestUnmeasuredPods(t *testing.T) {
 			degradedReason: kubefairv1.ReasonPodsUnmeasured, messageContains: "node blind runs 3 pod(s)"},
 		{name: "only a blind node", reports: []kubefairv1.NodeShareReport{blind}, enforced: metav1.ConditionFalse, enforcedReason: kubefairv1.ReasonPodsUnmeasured,
 			degradedReason: kubefairv1.ReasonPodsUnmeasured, messageContains: "LayoutNotFound: no kubelet pod cgroups"},
+		{name: "CPU limits keep it below its entitlement", reports: []kubefairv1.NodeShareReport{measured, limited}, enforced: metav1.ConditionTrue,
+			enforcedReason: kubefairv1.ReasonReported, degradedReason: kubefairv1.ReasonCPULimited, messageContains: "on node capped the CPU limits of its pods let it use at most 20.0% of the node"},
+		{name: "unmeasured pods come first", reports: []kubefairv1.NodeShareReport{limited, blind}, enforced: metav1.ConditionTrue,
+			enforcedReason: kubefairv1.ReasonReported, degradedReason: kubefairv1.ReasonPodsUnmeasured, messageContains: "node blind"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tenant := &kubefairv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "shop", UID: "uid-shop", Generation: 1}}

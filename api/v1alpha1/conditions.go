@@ -52,6 +52,10 @@ const (
 	// another's does, so a pod both select counts only for the first
 	// listed (the message names both).
 	ReasonWorkloadsOverlap = "WorkloadsOverlap"
+	// ReasonCPULimited: on some node the CPU limits of the tenant's pods
+	// keep it below what its weight entitles it to (the message says
+	// where and how far); the rest of its share goes to other tenants.
+	ReasonCPULimited = "CPULimited"
 )
 
 // FinalizerFinalBill keeps a deleted Tenant until its last CPU is in the
@@ -139,4 +143,7 @@ const (
 	// EventWorkloadsOverlap: two of a tenant's workloads select the same
 	// pods.
 	EventWorkloadsOverlap = "WorkloadsOverlap"
+	// EventCPULimited: the tenant's CPU limits keep it below its
+	// entitlement on some node.
+	EventCPULimited = "CPULimited"
 )

@@ -39,6 +39,14 @@ type TenantShare struct {
 	// error counts towards the node's fairness error.
 	// +optional
 	Backlogged bool `json:"backlogged,omitempty"`
+	// LimitedShare is the most of the node's CPUs (0..1) the tenant's pods
+	// may use under their CPU limits, set when that keeps it below what its
+	// weight would entitle it to: EntitledShare is then capped there and
+	// the rest goes to the other tenants. 0: not limited.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1
+	// +optional
+	LimitedShare float64 `json:"limitedShare,omitempty"`
 	// RunnableThreads seen at the end of the window.
 	RunnableThreads int32 `json:"runnableThreads"`
 	// Pods of the tenant on the node.

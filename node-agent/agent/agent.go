@@ -107,6 +107,9 @@ type podState struct {
 	cpu        time.Duration
 	backlogged bool
 	limit      float64
+	// cpuLimit is the CPUs the pod's CPU limits (CFS quota) let it use, 0
+	// for none; read with its process list.
+	cpuLimit float64
 	// fromStart: the pod started after this run of the agent began
 	// counting, so its first read counts all its CPU (none of it was billed
 	// before).
@@ -144,6 +147,9 @@ type tenantWindow struct {
 	entitledTime      float64 // Σ entitled × period seconds
 	backlogged        bool
 	runnable, podsNow int32
+	// limit is the tenant's CPU-limit share when its limits kept it below
+	// its entitlement in the window's last step, else 0.
+	limit float64
 }
 
 // TenantStep is one tenant's figures for one period.
@@ -155,6 +161,11 @@ type TenantStep struct {
 	Entitled, Achieved float64
 	Backlogged         bool
 	Multiplier         float64
+	// Limit is the most of the node its pods' CPU limits let the tenant
+	// use (0: some pod has none); Limited is set when that is below what
+	// its weight would entitle it to, the rest going to the others.
+	Limit   float64
+	Limited bool
 }
 
 // Step is one period's outcome.
@@ -486,6 +497,7 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 			demand, s.Threads = 1, max(1, s.Pods)
 		}
 		principals[i] = fairness.Principal{Weight: float64(s.Weight), Threads: s.Threads, Demand: math.Min(1, demand)}
+		s.Limit = cpuLimitShare(acc[n].pods, a.cfg.CPUs)
 		s.Achieved = s.CPU.Seconds() / capacity
 		// Backlogged: its threads waited for CPU for more than 2 % of the period.
 		s.Backlogged = s.Wait.Seconds() > 0.02*dt.Seconds()
@@ -493,7 +505,22 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	}
 	left := a.leftToTenants(tenantsCPU, dt)
 	a.billed.countNode(a.hier)
-	entitled := fairness.Divide(left, principals, a.cfg.CPUs)
+	// CPU limits on every pod of a tenant cap it: an infeasible principal,
+	// capped, the rest of its share going to the others (Divide). It is
+	// Limited when that takes it below what it would be entitled to.
+	capped := slices.Clone(principals)
+	for i, n := range names {
+		if l := acc[n].step.Limit; l > 0 {
+			capped[i].Demand = math.Min(capped[i].Demand, l)
+		}
+	}
+	entitled := fairness.Divide(left, capped, a.cfg.CPUs)
+	if !slices.Equal(capped, principals) {
+		free := fairness.Divide(left, principals, a.cfg.CPUs)
+		for i, n := range names {
+			acc[n].step.Limited = entitled[i] < free[i]-limitedMargin
+		}
+	}
 	loop := make([]measured, len(names))
 	for i, n := range names {
 		acc[n].step.Entitled = entitled[i]
@@ -590,6 +617,24 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	return step, errors.Join(errs...)
 }
 
+// limitedMargin is how far below its entitlement without CPU limits a
+// tenant must be entitled for its limits to count as keeping it there: a
+// fraction of a point is noise in the measured demand.
+const limitedMargin = 0.005
+
+// cpuLimitShare is the most of the node pods' CPU limits let them use
+// together, or 0 when one of them has no limit.
+func cpuLimitShare(pods []*podState, cpus int) float64 {
+	var sum float64
+	for _, ps := range pods {
+		if ps.cpuLimit <= 0 {
+			return 0
+		}
+		sum += ps.cpuLimit
+	}
+	return min(1, sum/float64(cpus))
+}
+
 // leftToTenants is the fraction of the node's CPU time in the step that
 // went to the tenants or to nobody: 1 minus what the node spent on
 // everything else, from the node's own CPU counter. It is 1 when the
@@ -639,6 +684,7 @@ func (a *Agent) measure(ps *podState, containers []string, s *TenantStep, dt tim
 		for _, c := range containers {
 			ps.pids, _ = a.hier.AppendProcs(ps.pids, c)
 		}
+		ps.cpuLimit, _ = a.hier.CPULimit(ps.cgroup) // an unreadable quota counts as none
 	}
 	ps.pidsAge++
 	pids := ps.pids
@@ -709,6 +755,9 @@ func (a *Agent) measure(ps *podState, containers []string, s *TenantStep, dt tim
 			running += len(tids)
 		}
 		ps.limit = min(1, float64(running)/float64(a.cfg.CPUs), (ps.cpu+wait).Seconds()/(float64(a.cfg.CPUs)*dt.Seconds()))
+	}
+	if ps.cpuLimit > 0 {
+		ps.limit = min(ps.limit, ps.cpuLimit/float64(a.cfg.CPUs))
 	}
 	ps.usage, ps.threads, ps.seen = usage, threads, true
 }

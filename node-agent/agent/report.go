@@ -43,6 +43,10 @@ func (a *Agent) accumulate(step Step) {
 		w.entitledTime += t.Entitled * step.Window.Seconds()
 		w.backlogged = w.backlogged || t.Backlogged
 		w.runnable, w.podsNow = int32(t.Threads), int32(t.Pods)
+		w.limit = 0
+		if t.Limited {
+			w.limit = t.Limit
+		}
 	}
 }
 
@@ -129,6 +133,7 @@ func (a *Agent) buildReport(now time.Time) *kubefairv1.NodeShareReport {
 			share.WaitingFraction = round4(float64(w.wait) / 1e9 / capacity)
 			share.Backlogged = w.backlogged
 			share.RunnableThreads, share.Pods = w.runnable, w.podsNow
+			share.LimitedShare = round4(w.limit)
 			entitled = append(entitled, share.EntitledShare)
 			achieved = append(achieved, share.AchievedShare)
 			backlogged = append(backlogged, share.Backlogged)

@@ -553,6 +553,49 @@ func (h *Hierarchy) WaitNanoseconds(cgroup string) (ns uint64, ok bool, err erro
 	return 0, false, err
 }
 
+// CPULimit is the CPUs a cgroup's CFS quota lets it use (kubelet sets a
+// pod's from its containers' CPU limits when all have one), 0 when it has
+// none: cpu.cfs_quota_us over cpu.cfs_period_us on v1, cpu.max on v2.
+func (h *Hierarchy) CPULimit(cgroup string) (float64, error) {
+	if err := h.checkPath(cgroup); err != nil {
+		return 0, err
+	}
+	dir := h.cpuDir(cgroup)
+	if h.Mode == V2 {
+		var cpus float64
+		err := h.files.Read(dir+"/cpu.max", func(data []byte) error {
+			f := strings.Fields(string(data))
+			if len(f) != 2 {
+				return fmt.Errorf("%s/cpu.max: %q", cgroup, data)
+			}
+			if f[0] == "max" {
+				return nil
+			}
+			quota, err1 := strconv.ParseFloat(f[0], 64)
+			period, err2 := strconv.ParseFloat(f[1], 64)
+			if err := errors.Join(err1, err2); err != nil || period <= 0 {
+				return fmt.Errorf("%s/cpu.max: %q", cgroup, data)
+			}
+			cpus = quota / period
+			return nil
+		})
+		return cpus, err
+	}
+	var quota int64
+	err := h.files.Read(dir+"/cpu.cfs_quota_us", func(data []byte) (err error) {
+		quota, err = strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+		return err
+	})
+	if err != nil || quota <= 0 {
+		return 0, err
+	}
+	period, err := h.readUint(dir + "/cpu.cfs_period_us")
+	if err != nil || period == 0 {
+		return 0, err
+	}
+	return float64(quota) / float64(period), nil
+}
+
 // pressureTotal reads "some avg10=… avg60=… avg300=… total=<µs>".
 func pressureTotal(data []byte) (uint64, bool) {
 	line, _, _ := strings.Cut(string(data), "\n")

@@ -286,9 +286,16 @@ func (n *guestWorld) checkLogsThroughAPIServer() {
 	}
 }
 
-// podSlice is a Burstable pod's cgroup in the guest (systemd driver).
+// podSlice is a pod's cgroup in the guest (systemd driver): Guaranteed
+// pods in kubepods.slice, the others in their QoS class's slice.
 func (n *guestWorld) podSlice(p corev1.Pod) string {
 	uid := strings.ReplaceAll(string(p.UID), "-", "_")
+	switch p.Status.QOSClass {
+	case corev1.PodQOSBestEffort:
+		return "/sys/fs/cgroup/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + uid + ".slice"
+	case corev1.PodQOSGuaranteed:
+		return "/sys/fs/cgroup/kubepods.slice/kubepods-pod" + uid + ".slice"
+	}
 	return "/sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uid + ".slice"
 }
 
@@ -362,6 +369,9 @@ func (n *guestWorld) checkStockWeights(ws map[string]uint64) {
 		} else {
 			pods++
 		}
+		if strings.Contains(cg, "besteffort") { // 2 shares, by either conversion
+			want = fairness.MinWeight
+		}
 		if w != want {
 			n.t.Errorf("stock: %s has cpu.weight %d, want %d", cg, w, want)
 		}
@@ -369,7 +379,7 @@ func (n *guestWorld) checkStockWeights(ws map[string]uint64) {
 	if pods != n.sc.Pods() {
 		n.t.Fatalf("stock: read %d pod slices, want the scenario's %d", pods, n.sc.Pods())
 	}
-	n.t.Logf("stock weights: pod slices %d (kubelet's conversion of 51 shares), container scopes %d (runc's)", kubelet, runc)
+	n.t.Logf("stock weights: pod slices %d (kubelet's conversion of 51 shares), container scopes %d (runc's), BestEffort ones %d", kubelet, runc, fairness.MinWeight)
 }
 
 // agentPod is the agent pod on the guest.

@@ -101,14 +101,23 @@ func HostUsage(_ context.Context, pods []corev1.Pod) (map[types.UID]int64, error
 	return out, nil
 }
 
-// PodCgroup is a Burstable pod's cgroup below one controller's mount (the
-// cgroupfs driver's layout on cgroup v1).
+// PodCgroup is a pod's cgroup below one controller's mount (the cgroupfs
+// driver's layout on cgroup v1): Guaranteed pods in kubepods, the others
+// in their QoS class's cgroup.
 func PodCgroup(controller string, p corev1.Pod) string {
-	return filepath.Join("/sys/fs/cgroup", controller, "kubepods", "burstable", "pod"+string(p.UID))
+	dir := filepath.Join("/sys/fs/cgroup", controller, "kubepods")
+	switch p.Status.QOSClass {
+	case corev1.PodQOSBestEffort:
+		dir = filepath.Join(dir, "besteffort")
+	case corev1.PodQOSBurstable:
+		dir = filepath.Join(dir, "burstable")
+	}
+	return filepath.Join(dir, "pod"+string(p.UID))
 }
 
 // KubeletShares is the cpu.shares kubelet gives a pod: its CPU requests
-// (as allocated, after any resize) × 1024 / 1000.
+// (as allocated, after any resize) × 1024 / 1000, at least 2 (a
+// BestEffort pod's).
 func KubeletShares(p corev1.Pod) int64 {
 	var milli int64
 	for i, c := range p.Spec.Containers {
@@ -118,7 +127,7 @@ func KubeletShares(p corev1.Pod) int64 {
 		}
 		milli += req.MilliValue()
 	}
-	return milli * 1024 / 1000
+	return max(milli*1024/1000, 2)
 }
 
 // CPUUsage is a pod's cumulative CPU time (cpuacct) on this host, in

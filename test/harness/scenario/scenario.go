@@ -35,6 +35,10 @@ type Workload struct {
 	Labels map[string]string
 	// Weight inside the tenant (Tenant.spec.workloads); 0: not a workload.
 	Weight int32
+	// BestEffort pods request no CPU (kubelet puts them below the
+	// BestEffort QoS cgroup, which weighs 2 shares); the others request
+	// CPURequest and are Burstable.
+	BestEffort bool
 }
 
 // Tenant is one tenant of the scenario and what it runs in its namespace.
@@ -57,11 +61,12 @@ const CPURequest = "50m"
 // Tiers of every scenario.
 var Tiers = []Tier{{"gold", 400, "0.120"}, {"silver", 200, "0.060"}, {"bronze", 100, "0.030"}}
 
-// The tenants: greedy ones with 1, 4 and 12 pods, weights 4:2:1, and one
+// The tenants: greedy ones with 1, 4 and 12 pods, weights 4:2:1 — the
+// 4-pod one BestEffort, as batch and dev namespaces often are —, and one
 // hosting two VMs.
 var (
 	checkout = Tenant{Name: "checkout", Tier: "gold", Namespace: "checkout", Workloads: []Workload{{Name: "web", Pods: 1, Threads: 4}}}
-	search   = Tenant{Name: "search", Tier: "silver", Namespace: "search", BySelector: true, Workloads: []Workload{{Name: "index", Pods: 4, Threads: 2}}}
+	search   = Tenant{Name: "search", Tier: "silver", Namespace: "search", BySelector: true, Workloads: []Workload{{Name: "index", Pods: 4, Threads: 2, BestEffort: true}}}
 	batch    = Tenant{Name: "batch", Tier: "bronze", Namespace: "batch", Workloads: []Workload{{Name: "jobs", Pods: 12, Threads: 1}}}
 	hosting  = Tenant{Name: "hosting", Tier: "silver", Namespace: "hosting", Workloads: []Workload{
 		{Name: "vm-large", Pods: 1, Threads: 4, Labels: map[string]string{"kubevirt.io/domain": "large"}, Weight: 3},
@@ -192,13 +197,13 @@ func tenantObject(t Tenant) *kubefairv1.Tenant {
 }
 
 // Deployment runs a workload's burners: each pod one burner with
-// w.Threads spinning threads, requesting CPURequest.
+// w.Threads spinning threads, requesting CPURequest unless BestEffort.
 func Deployment(namespace string, w Workload) *appsv1.Deployment {
 	labels := map[string]string{"app": w.Name}
 	for k, v := range w.Labels {
 		labels[k] = v
 	}
-	return &appsv1.Deployment{
+	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: w.Name},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(int32(w.Pods)),
@@ -223,6 +228,11 @@ func Deployment(namespace string, w Workload) *appsv1.Deployment {
 			},
 		},
 	}
+	if w.BestEffort {
+		c := &d.Spec.Template.Spec.Containers[0]
+		c.Resources, c.ResizePolicy = corev1.ResourceRequirements{}, nil
+	}
+	return d
 }
 
 // String names a workload for tables: tenant/workload.

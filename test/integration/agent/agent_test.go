@@ -302,6 +302,17 @@ func (w *world) medianWindows(n int, entitled map[string]float64) (map[string]fl
 	return m.shares, m.err
 }
 
+// stockThenKubefair measures stock (no agent), then starts the agent, lets
+// it settle and measures again, and prints both side by side.
+func (w *world) stockThenKubefair(title string, entitled map[string]float64) (stock, kf map[string]float64, stockErr, kfErr float64) {
+	stock, stockErr = w.medianWindows(repeats, entitled)
+	w.startAgent(time.Second)
+	w.settle(entitled)
+	kf, kfErr = w.medianWindows(repeats, entitled)
+	fmt.Print(w.table(title+" ("+medianOf()+")", entitled, stock, kf))
+	return stock, kf, stockErr, kfErr
+}
+
 // medianOf names what medianWindows(repeats, …) measured, for a table's title.
 func medianOf() string {
 	return fmt.Sprintf("median of %d windows of %v, 2 CPUs", repeats, window)

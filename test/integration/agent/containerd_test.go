@@ -154,13 +154,8 @@ func TestRuncContainers(t *testing.T) {
 	checkDiscovered()
 
 	entitled := w.entitled(map[string]int32{"solo": 1, "quad": 1})
-	stock, stockErr := w.medianWindows(repeats, entitled)
-
-	w.source = src
-	w.startAgent(time.Second)
-	w.settle(entitled)
-	kf, kfErr := w.medianWindows(repeats, entitled)
-	fmt.Print(w.table("runc containers, weights 1:1 ("+medianOf()+")", entitled, stock, kf))
+	w.source = src // the agent's, once it starts
+	_, _, stockErr, kfErr := w.stockThenKubefair("runc containers, weights 1:1", entitled)
 	if kfErr > 2 {
 		t.Errorf("kubefair's largest error is %.1f points, want ≤ 2", kfErr)
 	}

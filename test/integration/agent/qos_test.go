@@ -3,12 +3,16 @@ package agent
 import (
 	"context"
 	"fmt"
+	"math"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
 	"github.com/kubefair/kubefair/test/harness/podcgroups"
@@ -26,40 +30,11 @@ const noTenant = "system"
 // and that pod keeps at least its stock share.
 func TestQoSClasses(t *testing.T) {
 	w := newWorld(t)
-	type podSpec struct {
-		class podcgroups.Class
-		milli int
-	}
-	add := func(ns string, tenant bool, pods ...podSpec) {
-		ctx := context.Background()
-		if err := w.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-		if tenant {
-			tn := &kubefairv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: ns}, Spec: kubefairv1.TenantSpec{Weight: ptr.To[int32](1), Namespaces: []string{ns}}}
-			if err := w.k8s.Create(ctx, tn); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for _, p := range pods {
-			pod := &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{GenerateName: "burner-", Namespace: ns},
-				Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "burner", Image: "kubefair/burner:test"}}},
-			}
-			if err := w.k8s.Create(ctx, pod); err != nil {
-				t.Fatal(err)
-			}
-			cg, err := w.tree.AddPodOf(string(pod.UID), p.class, p.milli, burner, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			w.pods[ns] = append(w.pods[ns], cg)
-		}
-	}
-	add("burst", true, podSpec{podcgroups.Burstable, 100}, podSpec{podcgroups.Burstable, 100})
-	add("besteffort", true, podSpec{podcgroups.BestEffort, 0}, podSpec{podcgroups.BestEffort, 0})
-	add("mixed", true, podSpec{podcgroups.Guaranteed, 1000}, podSpec{podcgroups.BestEffort, 0})
-	add(noTenant, false, podSpec{podcgroups.Burstable, 100})
+	add := w.addClassPods
+	add("burst", true, classPod{podcgroups.Burstable, 100, 1}, classPod{podcgroups.Burstable, 100, 1})
+	add("besteffort", true, classPod{podcgroups.BestEffort, 0, 1}, classPod{podcgroups.BestEffort, 0, 1})
+	add("mixed", true, classPod{podcgroups.Guaranteed, 1000, 1}, classPod{podcgroups.BestEffort, 0, 1})
+	add(noTenant, false, classPod{podcgroups.Burstable, 100, 1})
 	tenants := []string{"besteffort", "burst", "mixed"}
 
 	// Entitled: the tenants share equally what the pod of no tenant keeps
@@ -113,5 +88,107 @@ func TestQoSClasses(t *testing.T) {
 	}
 	if stock["besteffort"] > 0.05 || stockErr < 10 {
 		t.Errorf("stock gave the BestEffort tenant %.1f %% (error %.1f points): the test does not contend as intended", 100*stock["besteffort"], stockErr)
+	}
+}
+
+// classPod is a pod of a QoS class requesting milli CPU (a Guaranteed
+// pod's limit too), burning threads.
+type classPod struct {
+	class   podcgroups.Class
+	milli   int
+	threads int
+}
+
+// addClassPods creates a namespace, a Tenant of weight 1 owning it when
+// tenant is set, and pods in it laid out and weighted by their class as
+// kubelet does, each a burner with one spinning thread unless said.
+func (w *world) addClassPods(ns string, tenant bool, pods ...classPod) {
+	t := w.t
+	ctx := context.Background()
+	if err := w.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	if tenant {
+		tn := &kubefairv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: ns}, Spec: kubefairv1.TenantSpec{Weight: ptr.To[int32](1), Namespaces: []string{ns}}}
+		if err := w.k8s.Create(ctx, tn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range pods {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "burner-", Namespace: ns},
+			Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "burner", Image: "kubefair/burner:test"}}},
+		}
+		if err := w.k8s.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		cg, err := w.tree.AddPodOf(string(pod.UID), p.class, p.milli, burner, max(p.threads, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.pods[ns] = append(w.pods[ns], cg)
+	}
+}
+
+// TestCPULimitedTenant: a tenant whose one pod is Guaranteed with a 200m
+// limit, beside an equal tenant without limits, each two spinning
+// threads. The limit caps it at 10 % of the 2-CPU node, below the half its
+// weight entitles it to: the agent entitles it to its cap and the other
+// tenant to the rest (both realised within 2 points), reports the cap,
+// and the Tenant says so in a Degraded=CPULimited condition with an event.
+func TestCPULimitedTenant(t *testing.T) {
+	w := newWorld(t)
+	w.addClassPods("capped", true, classPod{podcgroups.Guaranteed, 200, 2})
+	w.addClassPods("free", true, classPod{podcgroups.Burstable, 100, 2})
+	entitled := map[string]float64{"capped": 0.1, "free": 0.9}
+
+	_, _, _, kfErr := w.stockThenKubefair("a tenant capped by its CPU limits, weights 1:1", entitled) // the limit binds in stock too
+	if kfErr > 2 {
+		t.Errorf("largest error %.1f points against the capped entitlements, want ≤ 2", kfErr)
+	}
+
+	ctx := context.Background()
+	var share kubefairv1.TenantShare
+	waitFor(t, "the report to carry the capped tenant's limit", func() bool {
+		var r kubefairv1.NodeShareReport
+		if err := w.k8s.Get(ctx, client.ObjectKey{Name: node}, &r); err != nil {
+			return false
+		}
+		for _, s := range r.Tenants {
+			if s.Name == "capped" {
+				share = s
+			}
+		}
+		return share.LimitedShare > 0
+	})
+	if math.Abs(share.LimitedShare-0.1) > 0.005 || math.Abs(share.EntitledShare-0.1) > 0.01 {
+		t.Errorf("capped tenant's report: limited %.4f, entitled %.4f; want both 0.1", share.LimitedShare, share.EntitledShare)
+	}
+	waitFor(t, "Degraded=CPULimited on the capped tenant, and an event", func() bool {
+		var tn kubefairv1.Tenant
+		if err := w.k8s.Get(ctx, client.ObjectKey{Name: "capped"}, &tn); err != nil {
+			return false
+		}
+		c := meta.FindStatusCondition(tn.Status.Conditions, kubefairv1.ConditionDegraded)
+		if c == nil || c.Reason != kubefairv1.ReasonCPULimited || !strings.Contains(c.Message, "at most 10.0% of the node") {
+			return false
+		}
+		var events corev1.EventList
+		if err := w.k8s.List(ctx, &events); err != nil {
+			return false
+		}
+		for _, e := range events.Items {
+			if e.Reason == kubefairv1.EventCPULimited && e.InvolvedObject.Kind == "Tenant" && e.InvolvedObject.Name == "capped" {
+				return true
+			}
+		}
+		return false
+	})
+	var free kubefairv1.Tenant
+	if err := w.k8s.Get(ctx, client.ObjectKey{Name: "free"}, &free); err != nil {
+		t.Fatal(err)
+	}
+	if c := meta.FindStatusCondition(free.Status.Conditions, kubefairv1.ConditionDegraded); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("the tenant without limits is %+v, want not Degraded", c)
 	}
 }
