@@ -123,6 +123,16 @@ func TierOf(t Tenant) Tier {
 	panic("scenario: tenant " + t.Name + " has no tier " + t.Tier)
 }
 
+// BestEffort tells whether all the tenant's pods are BestEffort.
+func (t Tenant) BestEffort() bool {
+	for _, w := range t.Workloads {
+		if !w.BestEffort {
+			return false
+		}
+	}
+	return len(t.Workloads) > 0
+}
+
 // Pods is how many pods the tenant runs.
 func (t Tenant) Pods() int {
 	n := 0
