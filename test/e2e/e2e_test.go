@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
+	"github.com/kubefair/kubefair/node-agent/fairness"
 	"github.com/kubefair/kubefair/test/harness/cluster"
 	"github.com/kubefair/kubefair/test/harness/scenario"
 )
@@ -79,7 +80,7 @@ func TestEndToEnd(t *testing.T) {
 	w.printComparison(stock, kf)
 	w.checkShares("kubefair", kf)
 	w.checkVMs("kubefair", kf)
-	w.checkStock(stock)
+	w.checkStock(stock, false)
 	w.checkStatus()
 	w.checkCost()
 
@@ -314,25 +315,38 @@ func (w *world) checkVMs(when string, got scenario.Shares) {
 	}
 }
 
-// checkStock: without kubefair shares follow the Burstable pods' count, far
-// from the tiers, and BestEffort tenants starve.
-func (w *world) checkStock(stock scenario.Shares) {
+// checkStock: without kubefair shares follow kubelet's weights: the
+// Burstable pods alike (they request the same), the BestEffort pods
+// alike in the BestEffort QoS cgroup, which weighs 2 shares against
+// Burstable's sum of requests (cgroup v2: kubelet's conversion of both) —
+// far from the tiers.
+func (w *world) checkStock(stock scenario.Shares, v2 bool) {
 	w.t.Helper()
-	var pods int
+	var burstable, bestEffort int
 	for _, tn := range w.sc.Tenants {
-		if !tn.BestEffort() {
-			pods += tn.Pods()
+		if tn.BestEffort() {
+			bestEffort += tn.Pods()
+		} else {
+			burstable += tn.Pods()
 		}
 	}
+	request := resource.MustParse(scenario.CPURequest)
+	perPod := uint64(request.MilliValue() * 1024 / 1000)
+	bu, be := float64(perPod*uint64(burstable)), float64(fairness.MinShares)
+	if v2 {
+		bu, be = float64(fairness.CgroupV2WeightFromShares(perPod*uint64(burstable))), float64(fairness.CgroupV2WeightFromShares(fairness.MinShares))
+	}
+	beShare := 0.0
+	if bestEffort > 0 {
+		beShare = be / (be + bu)
+	}
 	for _, tn := range w.sc.Tenants {
-		// Stock weighs pods by their requests, all alike here, and the
-		// BestEffort QoS cgroup at 2 shares against Burstable's hundreds.
-		want := 0.0
-		if !tn.BestEffort() {
-			want = float64(tn.Pods()) / float64(pods)
+		want := (1 - beShare) * float64(tn.Pods()) / float64(burstable)
+		if tn.BestEffort() {
+			want = beShare * float64(tn.Pods()) / float64(bestEffort)
 		}
 		if d := 100 * math.Abs(stock.Tenant[tn.Name]-want); d > 3 {
-			w.t.Errorf("stock: tenant %s got %.1f%%, its pods' QoS class and count say %.1f%%", tn.Name, 100*stock.Tenant[tn.Name], 100*want)
+			w.t.Errorf("stock: tenant %s got %.1f%%, kubelet's weights say %.1f%%", tn.Name, 100*stock.Tenant[tn.Name], 100*want)
 		}
 	}
 }

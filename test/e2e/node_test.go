@@ -90,7 +90,7 @@ func TestSystemdNode(t *testing.T) {
 	kf := w.measure()
 	w.printComparison(stock, kf)
 	w.checkShares("kubefair on the cgroup v2 systemd node", kf)
-	w.checkStock(stock)
+	w.checkStock(stock, true)
 	r := w.report()
 	if c := meta.FindStatusCondition(r.Conditions, kubefairv1.ConditionPodCgroupsFound); c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "systemd driver") {
 		t.Errorf("the guest's report says %+v, want PodCgroupsFound True with the systemd driver", c)
