@@ -61,14 +61,15 @@ const CPURequest = "50m"
 // Tiers of every scenario.
 var Tiers = []Tier{{"gold", 400, "0.120"}, {"silver", 200, "0.060"}, {"bronze", 100, "0.030"}}
 
-// The tenants: greedy ones with 1, 4 and 12 pods, weights 4:2:1 — the
-// 4-pod one BestEffort, as batch and dev namespaces often are —, and one
+// The tenants: greedy ones with 1, 4 and 12 pods, weights 4:2:1, and one
 // hosting two VMs.
 var (
 	checkout = Tenant{Name: "checkout", Tier: "gold", Namespace: "checkout", Workloads: []Workload{{Name: "web", Pods: 1, Threads: 4}}}
-	search   = Tenant{Name: "search", Tier: "silver", Namespace: "search", BySelector: true, Workloads: []Workload{{Name: "index", Pods: 4, Threads: 2, BestEffort: true}}}
-	batch    = Tenant{Name: "batch", Tier: "bronze", Namespace: "batch", Workloads: []Workload{{Name: "jobs", Pods: 12, Threads: 1}}}
-	hosting  = Tenant{Name: "hosting", Tier: "silver", Namespace: "hosting", Workloads: []Workload{
+	search   = Tenant{Name: "search", Tier: "silver", Namespace: "search", BySelector: true, Workloads: []Workload{{Name: "index", Pods: 4, Threads: 2}}}
+	// searchBestEffort is search with BestEffort pods.
+	searchBestEffort = Tenant{Name: "search", Tier: "silver", Namespace: "search", BySelector: true, Workloads: []Workload{{Name: "index", Pods: 4, Threads: 2, BestEffort: true}}}
+	batch            = Tenant{Name: "batch", Tier: "bronze", Namespace: "batch", Workloads: []Workload{{Name: "jobs", Pods: 12, Threads: 1}}}
+	hosting          = Tenant{Name: "hosting", Tier: "silver", Namespace: "hosting", Workloads: []Workload{
 		{Name: "vm-large", Pods: 1, Threads: 4, Labels: map[string]string{"kubevirt.io/domain": "large"}, Weight: 3},
 		{Name: "vm-small", Pods: 1, Threads: 4, Labels: map[string]string{"kubevirt.io/domain": "small"}, Weight: 1},
 	}}
@@ -85,8 +86,9 @@ type Scenario struct {
 var (
 	// Full is the end-to-end suite's and the demo's scenario.
 	Full = Scenario{Tenants: []Tenant{checkout, search, batch, hosting}}
-	// Greedy is its greedy tenants alone: 1, 4 and 12 pods weighted 4:2:1.
-	Greedy = Scenario{Tenants: []Tenant{checkout, search, batch}}
+	// Greedy is its greedy tenants alone: 1, 4 and 12 pods weighted 4:2:1,
+	// the 4 BestEffort (as batch and dev namespaces often are).
+	Greedy = Scenario{Tenants: []Tenant{checkout, searchBestEffort, batch}}
 )
 
 // On is the scenario with its pods pinned to node.
