@@ -422,7 +422,7 @@ func setConditions(st *kubefairv1.TenantStatus, generation int64, tier tierResul
 		set(metav1.Condition{Type: kubefairv1.ConditionEnforced, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonReported, Message: msg})
 	case len(usage.unmeasured) > 0:
 		set(metav1.Condition{Type: kubefairv1.ConditionEnforced, Status: metav1.ConditionFalse, Reason: kubefairv1.ReasonPodsUnmeasured,
-			Message: unmeasuredMessage(usage.unmeasured)})
+			Message: nodesMessage(usage.unmeasured)})
 	case len(usage.silent) > 0:
 		set(metav1.Condition{Type: kubefairv1.ConditionEnforced, Status: metav1.ConditionFalse, Reason: kubefairv1.ReasonAwaitingReports,
 			Message: fmt.Sprintf("the nodes that ran this tenant stopped reporting (%s)", strings.Join(usage.silent, ", "))})
@@ -442,7 +442,7 @@ func setConditions(st *kubefairv1.TenantStatus, generation int64, tier tierResul
 			Message: "the price is unknown: " + tier.condition.Message}
 	case len(bill.refused) > 0:
 		billed = metav1.Condition{Type: kubefairv1.ConditionBilled, Status: metav1.ConditionFalse, Reason: kubefairv1.ReasonReportRefused,
-			Message: unmeasuredMessage(bill.refused)}
+			Message: nodesMessage(bill.refused)}
 	}
 	set(billed)
 
@@ -464,10 +464,10 @@ func setConditions(st *kubefairv1.TenantStatus, generation int64, tier tierResul
 			Message: fmt.Sprintf("the tenant owns %d namespaces; only the first %d by name are enforced: narrow spec.namespaceSelector", ns.claimed, len(ns.owned))}
 	case len(usage.unmeasured) > 0:
 		degraded = metav1.Condition{Type: kubefairv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonPodsUnmeasured,
-			Message: unmeasuredMessage(usage.unmeasured)}
+			Message: nodesMessage(usage.unmeasured)}
 	case len(usage.limited) > 0:
 		degraded = metav1.Condition{Type: kubefairv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonCPULimited,
-			Message: unmeasuredMessage(usage.limited)}
+			Message: nodesMessage(usage.limited)}
 	case len(overlaps) > 0:
 		msg := overlaps[0].String()
 		if len(overlaps) > 1 {
@@ -503,7 +503,7 @@ func clip(s string, n int) string {
 	return s[:cut] + mark
 }
 
-func unmeasuredMessage(nodes []string) string {
+func nodesMessage(nodes []string) string {
 	msg := nodes[0]
 	if len(nodes) > 1 {
 		msg += fmt.Sprintf("; and %d more node(s)", len(nodes)-1)

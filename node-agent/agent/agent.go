@@ -571,6 +571,12 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		}
 	}
 	sort.Slice(plan.Pods, func(i, j int) bool { return plan.Pods[i].Cgroup < plan.Pods[j].Cgroup })
+	for cg := range cgroups {
+		if !current[cg] {
+			plan.Others = append(plan.Others, cg)
+		}
+	}
+	slices.Sort(plan.Others)
 
 	var errs []error
 	if len(leaving) > 0 {

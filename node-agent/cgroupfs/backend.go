@@ -99,46 +99,41 @@ func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 	defer b.mu.Unlock()
 	var res enforce.Result
 	var errs []error
-	if len(plan.Pods) == 0 {
-		changed := false
-		for cg := range b.state.Original {
-			changed = b.restore(cg, &errs) || changed
-		}
-		if changed {
-			errs = append(errs, b.save())
-		}
-		clear(b.scale)
-		return res, errors.Join(errs...)
-	}
-	tree, cgroups, err := b.readTree(plan, &res)
-	if err != nil {
-		return res, err
-	}
-	w := fairness.Flatten(tree.QoSTree)
-
 	// The levels: kubepods (Guaranteed pods and the QoS cgroups), and each
-	// QoS cgroup's pods. want and kubelet hold each cgroup's weight.
+	// QoS cgroup's pods. want and kubelet hold each cgroup's weight. With
+	// no tenant's pod planned there is nothing to realise: every value
+	// goes back to kubelet's below.
 	levels := map[string][]string{}
 	want, kubelet := map[string]float64{}, map[string]float64{}
-	for c, cg := range tree.classes {
-		if tree.Classes[c] == w.Classes[c] && !tree.populated[c] {
-			continue
+	if len(plan.Pods) > 0 {
+		t, err := b.readTree(plan, &res)
+		if err != nil {
+			return res, err
 		}
-		levels[tree.kubepods] = append(levels[tree.kubepods], cg)
-		want[cg], kubelet[cg] = w.Classes[c], tree.Classes[c]
-	}
-	for i, cg := range cgroups {
-		parent := path.Dir(cg)
-		levels[parent] = append(levels[parent], cg)
-		want[cg], kubelet[cg] = w.Pods[i], tree.Pods[i].Kubelet
+		w := fairness.Flatten(t.QoSTree)
+		populated := make([]bool, len(t.classes))
+		for i, p := range t.Pods {
+			if p.Class >= 0 {
+				populated[p.Class] = true
+			}
+			parent := path.Dir(t.cgroups[i])
+			levels[parent] = append(levels[parent], t.cgroups[i])
+			want[t.cgroups[i]], kubelet[t.cgroups[i]] = w.Pods[i], p.Kubelet
+		}
+		for c, cg := range t.classes {
+			if populated[c] { // an empty QoS cgroup competes for nothing: left to kubelet
+				levels[t.kubepods] = append(levels[t.kubepods], cg)
+				want[cg], kubelet[cg] = w.Classes[c], t.Classes[c]
+			}
+		}
 	}
 	planned := make(map[string]bool, len(plan.Pods))
 	for _, pod := range plan.Pods {
 		planned[pod.Cgroup] = true
 	}
-	parents := slices.Sorted(maps.Keys(levels))
+	clear(b.scale)
 	changed := false
-	for _, parent := range parents {
+	for _, parent := range slices.Sorted(maps.Keys(levels)) {
 		k := uint64(1)
 		if plan.Rescale {
 			k = b.rescale(parent, levels[parent], want)
@@ -153,7 +148,7 @@ func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 			}
 		}
 	}
-	for cg := range b.state.Original { // gone from the tree, or a level no longer written
+	for cg := range b.state.Original { // gone, or no longer weighed by kubefair
 		if _, ok := want[cg]; !ok {
 			changed = b.restore(cg, &errs) || changed
 		}
@@ -168,55 +163,60 @@ func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 type tree struct {
 	fairness.QoSTree
 	kubepods string
-	// classes are the QoS cgroups' paths, populated whether any pod is in them.
-	classes   []string
-	populated []bool
+	classes  []string // the QoS cgroups' paths
+	cgroups  []string // each pod's, in QoSTree.Pods' order
 }
 
-// readTree lists the pod cgroups in kubepods and its QoS cgroups with
-// kubelet's weight of each, and the plan's part and limit of the
-// tenants' pods. A planned pod whose cgroup is gone counts as vanished.
-// The QoS cgroups weigh what kubelet gives them: Burstable the sum of its
-// pods' requests (as cpu.shares; at least the minimum), BestEffort the
-// minimum — computed, not read, so that kubelet's start-up value of
-// Burstable (RepairBurstable) does not count as its weight.
-func (b *Backend) readTree(plan enforce.Plan, res *enforce.Result) (tree, []string, error) {
+// readTree is the plan's pods and the pods of no tenant beside them, by
+// QoS class, with kubelet's weight of each and the plan's part and limit
+// of the tenants' pods; a pod whose cgroup is gone counts as vanished
+// (no error). The QoS cgroups weigh what kubelet gives them: Burstable
+// the sum of its pods' requests (as cpu.shares; at least the minimum),
+// BestEffort the minimum — computed, not read, so that kubelet's
+// start-up value of Burstable (RepairBurstable) does not count as its
+// weight.
+func (b *Backend) readTree(plan enforce.Plan, res *enforce.Result) (tree, error) {
 	layout, err := b.h.Layout()
 	if err != nil {
-		return tree{}, nil, err
+		return tree{}, err
 	}
-	byCgroup := make(map[string]enforce.Pod, len(plan.Pods))
-	for _, pod := range plan.Pods {
-		byCgroup[pod.Cgroup] = pod
-	}
-	t := tree{kubepods: layout.Kubepods, classes: []string{layout.Burstable, layout.BestEffort}, populated: make([]bool, 2)}
-	var cgroups []string
-	burstableShares := uint64(0)
-	for class, parent := range []string{layout.Kubepods, layout.Burstable, layout.BestEffort} {
-		pods, err := b.h.PodsIn(parent)
+	class := map[string]int{layout.Kubepods: -1, layout.Burstable: 0, layout.BestEffort: 1}
+	t := tree{kubepods: layout.Kubepods, classes: []string{layout.Burstable, layout.BestEffort}}
+	var burstable uint64
+	add := func(cg string, pod enforce.Pod) {
+		c, ok := class[path.Dir(cg)]
+		if !ok {
+			return // not a pod cgroup kubelet laid out
+		}
+		native, err := b.kubeletWeight(cg)
 		if err != nil {
-			return tree{}, nil, err
+			res.Vanished++
+			return
 		}
-		for _, p := range pods {
-			native, err := b.kubeletWeight(p.Path)
-			if err != nil {
-				continue // gone since listed
-			}
-			pod := byCgroup[p.Path]
-			delete(byCgroup, p.Path)
-			t.Pods = append(t.Pods, fairness.QoSPod{Class: class - 1, Kubelet: float64(native), Part: pod.Weight, Limit: pod.Limit})
-			cgroups = append(cgroups, p.Path)
-			if class > 0 {
-				t.populated[class-1] = true
-			}
-			if shares := b.h.Shares(native); class == 1 && shares > fairness.MinShares {
-				burstableShares += shares
-			}
+		t.Pods = append(t.Pods, fairness.QoSPod{Class: c, Kubelet: float64(native), Part: pod.Weight, Limit: pod.Limit})
+		t.cgroups = append(t.cgroups, cg)
+		if c == 0 {
+			burstable += b.requestShares(native)
 		}
 	}
-	res.Vanished += len(byCgroup)
-	t.Classes = []float64{float64(b.h.Native(max(burstableShares, fairness.MinShares))), float64(b.h.Native(fairness.MinShares))}
-	return t, cgroups, nil
+	for _, pod := range plan.Pods {
+		add(pod.Cgroup, pod)
+	}
+	for _, cg := range plan.Others {
+		add(cg, enforce.Pod{})
+	}
+	t.Classes = []float64{float64(b.h.Native(max(burstable, fairness.MinShares))), float64(b.h.Native(fairness.MinShares))}
+	return t, nil
+}
+
+// requestShares is a pod's CPU request in cpu.shares as kubelet sums it
+// into the Burstable QoS cgroup, from the pod's native weight: 0 for a pod
+// without a request (the minimum weight).
+func (b *Backend) requestShares(native uint64) uint64 {
+	if shares := b.h.Shares(native); shares > fairness.MinShares {
+		return shares
+	}
+	return 0
 }
 
 // rescale is a level's factor for this period: the smallest power of two
@@ -406,6 +406,8 @@ func (b *Backend) save() error {
 // until it changes: the pods are summed only then, and a steady period
 // costs one read. It reports whether it wrote.
 func (b *Backend) RepairBurstable(podCgroups iter.Seq[string]) (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	layout, err := b.h.Layout()
 	if err != nil {
 		return false, nil // no kubepods: the agent reports that already
@@ -425,9 +427,8 @@ func (b *Backend) RepairBurstable(podCgroups iter.Seq[string]) (bool, error) {
 		if path.Dir(cg) != layout.Burstable {
 			continue
 		}
-		native, err := b.KubeletWeight(cg)
-		if shares := b.h.Shares(native); err == nil && shares > fairness.MinShares { // else gone, or no CPU request
-			want += shares
+		if native, err := b.kubeletWeight(cg); err == nil { // else gone
+			want += b.requestShares(native)
 		}
 	}
 	if want == 0 {

@@ -369,7 +369,7 @@ func TestBackend(t *testing.T) {
 		plan := enforce.Plan{Rescale: true, Pods: []enforce.Pod{
 			{Cgroup: a, Weight: 1.6, Limit: 1}, {Cgroup: b, Weight: 0.4, Limit: 1},
 			{Cgroup: d, Weight: 1, Limit: 1}, {Cgroup: c, Weight: 1, Limit: 1},
-		}}
+		}, Others: []string{other}}
 		res, err := backend.Apply(plan)
 		if err != nil {
 			t.Fatal(err)
@@ -418,7 +418,7 @@ func TestBackend(t *testing.T) {
 		nudge := func(f float64) enforce.Plan {
 			p := slices.Clone(plan.Pods)
 			p[0].Weight *= f
-			return enforce.Plan{Pods: p, Rescale: true}
+			return enforce.Plan{Pods: p, Others: plan.Others, Rescale: true}
 		}
 		wa := fileValue(t, root, h, a)
 		if res, _ := backend.Apply(nudge(1.005)); res.Writes != 0 || res.Drift != 0 || fileValue(t, root, h, a) != wa {
@@ -494,10 +494,14 @@ func TestBackend(t *testing.T) {
 			}
 		}
 
-		// A pod that vanished is not an error.
+		// A pod that vanished is not an error. (cgroupfs answers ENODEV on
+		// a removed cgroup's kept-open files; the fake tree's files stay
+		// readable, so the hierarchy's kept files are closed first.)
 		if err := os.RemoveAll(filepath.Dir(weightFile(root, h, d))); err != nil {
 			t.Fatal(err)
 		}
+		h.Sweep()
+		h.Sweep()
 		res, err = again.Apply(enforce.Plan{Pods: []enforce.Pod{{Cgroup: d, Weight: 1, Limit: 1}, {Cgroup: a, Weight: 1, Limit: 1}}})
 		if err != nil || res.Vanished != 1 {
 			t.Fatalf("vanished pod: %+v, %v", res, err)

@@ -42,6 +42,9 @@ type Pod struct {
 // Plan is everything a backend must make true this period.
 type Plan struct {
 	Pods []Pod
+	// Others are the node's pod cgroups that belong to no tenant: they
+	// share the QoS hierarchy with Pods and keep their stock share.
+	Others []string
 	// Rescale lets the cgroup backend multiply the weights of a QoS
 	// cgroup's pods by one factor for resolution. It is false where kubelet
 	// reports each pod cgroup's weight as that pod's CPU request

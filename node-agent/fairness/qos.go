@@ -183,7 +183,6 @@ func podLimit(p QoSPod) float64 {
 // may have): GPS down the two levels, what a principal cannot use going
 // to its siblings by weight (Divide at each level).
 func StockShares(t QoSTree) []float64 {
-	limit := podLimit
 	// Limits are fractions of the node already: one "CPU" that a
 	// principal may fill up to its demand.
 	principal := func(w, l float64) Principal { return Principal{Weight: w, Threads: 1, Demand: l} }
@@ -193,10 +192,10 @@ func StockShares(t QoSTree) []float64 {
 	classLimit := make([]float64, len(t.Classes))
 	for i, p := range t.Pods {
 		if p.Class < 0 {
-			top = append(top, principal(p.Kubelet, limit(p)))
+			top = append(top, principal(p.Kubelet, podLimit(p)))
 			topPod = append(topPod, i)
 		} else {
-			classLimit[p.Class] = math.Min(1, classLimit[p.Class]+limit(p))
+			classLimit[p.Class] = math.Min(1, classLimit[p.Class]+podLimit(p))
 		}
 	}
 	for c, w := range t.Classes {
@@ -212,7 +211,7 @@ func StockShares(t QoSTree) []float64 {
 		var idx []int
 		for i, p := range t.Pods {
 			if p.Class == c {
-				inner = append(inner, principal(p.Kubelet, limit(p)))
+				inner = append(inner, principal(p.Kubelet, podLimit(p)))
 				idx = append(idx, i)
 			}
 		}

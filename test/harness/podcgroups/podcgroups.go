@@ -102,12 +102,18 @@ func BuildBurner(repoRoot, dir string) (string, error) {
 // AddPodCgroup does kubelet's part for a pod: pod<uid> with kubelet's
 // shares. A runtime (runc) creates the containers' cgroups below it.
 func (t *Tree) AddPodCgroup(uid string) error {
+	return t.makeCgroup(PodCgroup(uid), KubeletShares)
+}
+
+// makeCgroup creates a cgroup in the cpu and cpuacct hierarchies with
+// shares.
+func (t *Tree) makeCgroup(cgroup string, shares int) error {
 	for _, ctl := range []string{"cpu", "cpuacct"} {
-		if err := t.mkdir(filepath.Join(HostCgroupRoot, ctl, t.name, PodCgroup(uid))); err != nil {
+		if err := t.mkdir(filepath.Join(HostCgroupRoot, ctl, t.name, cgroup)); err != nil {
 			return err
 		}
 	}
-	return t.WriteShares(PodCgroup(uid), KubeletShares)
+	return t.WriteShares(cgroup, shares)
 }
 
 // AddPod creates pod<uid> with a container cgroup and kubelet's shares, and
@@ -118,12 +124,7 @@ func (t *Tree) AddPod(uid, burner string, threads int, args ...string) (int, err
 		return 0, err
 	}
 	ctr := ContainerCgroup(uid)
-	for _, ctl := range []string{"cpu", "cpuacct"} {
-		if err := t.mkdir(filepath.Join(HostCgroupRoot, ctl, t.name, ctr)); err != nil {
-			return 0, err
-		}
-	}
-	if err := t.WriteShares(ctr, KubeletShares); err != nil {
+	if err := t.makeCgroup(ctr, KubeletShares); err != nil {
 		return 0, err
 	}
 	if err := t.start(ctr, burner, threads, args...); err != nil {
@@ -197,12 +198,7 @@ func (t *Tree) AddPodOf(uid string, class Class, milliCPU int, burner string, th
 	pod := CgroupOf(class, uid)
 	ctr := pod + "/ctr-" + uid[:8]
 	for _, cg := range []string{pod, ctr} {
-		for _, ctl := range []string{"cpu", "cpuacct"} {
-			if err := t.mkdir(filepath.Join(HostCgroupRoot, ctl, t.name, cg)); err != nil {
-				return "", err
-			}
-		}
-		if err := t.WriteShares(cg, shares); err != nil {
+		if err := t.makeCgroup(cg, shares); err != nil {
 			return "", err
 		}
 	}

@@ -7,6 +7,7 @@ package scenario
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -66,10 +67,8 @@ var Tiers = []Tier{{"gold", 400, "0.120"}, {"silver", 200, "0.060"}, {"bronze", 
 var (
 	checkout = Tenant{Name: "checkout", Tier: "gold", Namespace: "checkout", Workloads: []Workload{{Name: "web", Pods: 1, Threads: 4}}}
 	search   = Tenant{Name: "search", Tier: "silver", Namespace: "search", BySelector: true, Workloads: []Workload{{Name: "index", Pods: 4, Threads: 2}}}
-	// searchBestEffort is search with BestEffort pods.
-	searchBestEffort = Tenant{Name: "search", Tier: "silver", Namespace: "search", BySelector: true, Workloads: []Workload{{Name: "index", Pods: 4, Threads: 2, BestEffort: true}}}
-	batch            = Tenant{Name: "batch", Tier: "bronze", Namespace: "batch", Workloads: []Workload{{Name: "jobs", Pods: 12, Threads: 1}}}
-	hosting          = Tenant{Name: "hosting", Tier: "silver", Namespace: "hosting", Workloads: []Workload{
+	batch    = Tenant{Name: "batch", Tier: "bronze", Namespace: "batch", Workloads: []Workload{{Name: "jobs", Pods: 12, Threads: 1}}}
+	hosting  = Tenant{Name: "hosting", Tier: "silver", Namespace: "hosting", Workloads: []Workload{
 		{Name: "vm-large", Pods: 1, Threads: 4, Labels: map[string]string{"kubevirt.io/domain": "large"}, Weight: 3},
 		{Name: "vm-small", Pods: 1, Threads: 4, Labels: map[string]string{"kubevirt.io/domain": "small"}, Weight: 1},
 	}}
@@ -88,7 +87,7 @@ var (
 	Full = Scenario{Tenants: []Tenant{checkout, search, batch, hosting}}
 	// Greedy is its greedy tenants alone: 1, 4 and 12 pods weighted 4:2:1,
 	// the 4 BestEffort (as batch and dev namespaces often are).
-	Greedy = Scenario{Tenants: []Tenant{checkout, searchBestEffort, batch}}
+	Greedy = Scenario{Tenants: []Tenant{checkout, search.withBestEffortPods(), batch}}
 )
 
 // On is the scenario with its pods pinned to node.
@@ -123,6 +122,15 @@ func TierOf(t Tenant) Tier {
 		}
 	}
 	panic("scenario: tenant " + t.Name + " has no tier " + t.Tier)
+}
+
+// withBestEffortPods is the tenant with every pod BestEffort.
+func (t Tenant) withBestEffortPods() Tenant {
+	t.Workloads = slices.Clone(t.Workloads)
+	for i := range t.Workloads {
+		t.Workloads[i].BestEffort = true
+	}
+	return t
 }
 
 // BestEffort tells whether all the tenant's pods are BestEffort.

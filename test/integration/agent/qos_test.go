@@ -55,21 +55,9 @@ func TestQoSClasses(t *testing.T) {
 	}
 	// Stock: the median window by the tenants' error against what the
 	// model makes of that window's own share of the pod of no tenant.
-	var stock map[string]float64
-	var stockErr float64
-	{
-		type sample struct {
-			s   map[string]float64
-			err float64
-		}
-		var samples []sample
-		for i := 0; i < repeats; i++ {
-			s := w.shares(window)
-			samples = append(samples, sample{s, maxErrorPoints(tenantsOnly(entitledGiven(s[noTenant])), s)})
-		}
-		m := samples[len(samples)/2]
-		stock, stockErr = m.s, m.err
-	}
+	stock, stockErr := w.medianBy(repeats, func(s map[string]float64) float64 {
+		return maxErrorPoints(tenantsOnly(entitledGiven(s[noTenant])), s)
+	})
 	entitled := entitledGiven(stock[noTenant])
 
 	w.startAgent(time.Second)
