@@ -131,7 +131,7 @@ func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 	for _, pod := range plan.Pods {
 		planned[pod.Cgroup] = true
 	}
-	clear(b.scale)
+	maps.DeleteFunc(b.scale, func(parent string, _ uint64) bool { return levels[parent] == nil }) // kept for hysteresis where still in use
 	changed := false
 	for _, parent := range slices.Sorted(maps.Keys(levels)) {
 		k := uint64(1)

@@ -409,12 +409,17 @@ func (c convergence) String() string {
 // settle waits until a window of several seconds is within 2 points, so the
 // next measurement starts from steady state; it fails the test after 40 s.
 func (w *world) settle(entitled map[string]float64) {
+	w.settleBy(func(s map[string]float64) float64 { return maxErrorPoints(entitled, s) })
+}
+
+// settleBy is settle with the error of a window given by errOf.
+func (w *world) settleBy(errOf func(map[string]float64) float64) {
 	deadline := time.Now().Add(40 * time.Second)
 	var last map[string]float64
 	for time.Now().Before(deadline) {
-		if last = w.shares(2 * time.Second); maxErrorPoints(entitled, last) <= 2 {
+		if last = w.shares(2 * time.Second); errOf(last) <= 2 {
 			return
 		}
 	}
-	w.t.Fatalf("not within 2 points of %v after 40 s; last window %v", entitled, last)
+	w.t.Fatalf("not within 2 points after 40 s; last window %v", last)
 }
