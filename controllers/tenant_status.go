@@ -162,7 +162,10 @@ type usageResult struct {
 	unmeasured []string
 	// limited says, per node where its pods' CPU limits keep the tenant
 	// below its entitlement, how far.
-	limited        []string
+	limited []string
+	// bounded says, per node where its weight hit one of kubefair's
+	// bounds, which one and how far off it left the tenant.
+	bounded        []string
 	entitled       string
 	achieved       string
 	reportingNodes int32
@@ -170,6 +173,12 @@ type usageResult struct {
 	silent []string
 	// recheck is when a report still counted goes stale, zero if none.
 	recheck time.Time
+}
+
+// boundMessage says what each bound a node may report means.
+var boundMessage = map[kubefairv1.WeightBound]string{
+	kubefairv1.BoundWeightRange: "the weights its pods need fall outside the cgroup weight range (kubelet's requests leave too few weight units for this ratio of weights)",
+	kubefairv1.BoundCorrection:  "the closed loop's correction reached the end of its range (1/8–8)",
 }
 
 // staleAfter is how long a report counts: three report windows, at least
@@ -212,6 +221,9 @@ func aggregateReports(t *kubefairv1.Tenant, reports []kubefairv1.NodeShareReport
 		res.reportingNodes++
 		if share.LimitedShare > 0 {
 			res.limited = append(res.limited, fmt.Sprintf("on node %s the CPU limits of its pods let it use at most %.1f%% of the node, less than its weight entitles it to; the rest goes to other tenants (raise or remove the limits to get it)", r.Name, 100*share.LimitedShare))
+		}
+		if share.Bound != "" {
+			res.bounded = append(res.bounded, fmt.Sprintf("on node %s %s: it achieved %.1f%% of the node where it is entitled to %.1f%%", r.Name, boundMessage[share.Bound], 100*share.AchievedShare, 100*share.EntitledShare))
 		}
 		entitledCPUs += share.EntitledShare * float64(r.CPUs)
 		achievedCPUs += share.AchievedShare * float64(r.CPUs)
@@ -468,6 +480,9 @@ func setConditions(st *kubefairv1.TenantStatus, generation int64, tier tierResul
 	case len(usage.limited) > 0:
 		degraded = metav1.Condition{Type: kubefairv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonCPULimited,
 			Message: nodesMessage(usage.limited)}
+	case len(usage.bounded) > 0:
+		degraded = metav1.Condition{Type: kubefairv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonWeightBound,
+			Message: nodesMessage(usage.bounded)}
 	case len(overlaps) > 0:
 		msg := overlaps[0].String()
 		if len(overlaps) > 1 {

@@ -17,7 +17,8 @@ import (
 
 // TestUnmeasuredPods: a node whose agent cannot find some of a tenant's
 // pods makes the tenant Degraded (and not Enforced when no node enforces
-// it); so does a node where its CPU limits keep it below its entitlement.
+// it); so does a node where its CPU limits keep it below its entitlement,
+// and one where its weight hit one of kubefair's bounds.
 func TestUnmeasuredPods(t *testing.T) {
 	now := time.Now()
 	notFound := metav1.Condition{Type: kubefairv1.ConditionPodCgroupsFound, Status: metav1.ConditionFalse, Reason: kubefairv1.ReasonLayoutNotFound,
@@ -28,6 +29,8 @@ func TestUnmeasuredPods(t *testing.T) {
 		Unmeasured: []kubefairv1.UnmeasuredPods{{Tenant: "shop", Pods: 3}}, Conditions: []metav1.Condition{notFound}}
 	limited := kubefairv1.NodeShareReport{ObjectMeta: metav1.ObjectMeta{Name: "capped"}, CPUs: 2, BootID: "b3", ObservedTime: metav1.NewTime(now),
 		Tenants: []kubefairv1.TenantShare{{Name: "shop", UID: "uid-shop", EntitledShare: 0.2, AchievedShare: 0.2, LimitedShare: 0.2, CPUNanoseconds: 10}}}
+	bounded := kubefairv1.NodeShareReport{ObjectMeta: metav1.ObjectMeta{Name: "coarse"}, CPUs: 2, BootID: "b4", ObservedTime: metav1.NewTime(now),
+		Tenants: []kubefairv1.TenantShare{{Name: "shop", UID: "uid-shop", EntitledShare: 0.0001, AchievedShare: 0.09, Backlogged: true, Bound: kubefairv1.BoundWeightRange, CPUNanoseconds: 10}}}
 	for _, tc := range []struct {
 		name            string
 		reports         []kubefairv1.NodeShareReport
@@ -44,6 +47,11 @@ func TestUnmeasuredPods(t *testing.T) {
 			degradedReason: kubefairv1.ReasonPodsUnmeasured, messageContains: "LayoutNotFound: no kubelet pod cgroups"},
 		{name: "CPU limits keep it below its entitlement", reports: []kubefairv1.NodeShareReport{measured, limited}, enforced: metav1.ConditionTrue,
 			enforcedReason: kubefairv1.ReasonReported, degradedReason: kubefairv1.ReasonCPULimited, messageContains: "on node capped the CPU limits of its pods let it use at most 20.0% of the node"},
+		{name: "a weight beyond the cgroup weight range", reports: []kubefairv1.NodeShareReport{measured, bounded}, enforced: metav1.ConditionTrue,
+			enforcedReason: kubefairv1.ReasonReported, degradedReason: kubefairv1.ReasonWeightBound,
+			messageContains: "on node coarse the weights its pods need fall outside the cgroup weight range (kubelet's requests leave too few weight units for this ratio of weights): it achieved 9.0% of the node where it is entitled to 0.0%"},
+		{name: "CPU limits before a bound", reports: []kubefairv1.NodeShareReport{bounded, limited}, enforced: metav1.ConditionTrue,
+			enforcedReason: kubefairv1.ReasonReported, degradedReason: kubefairv1.ReasonCPULimited, messageContains: "on node capped"},
 		{name: "unmeasured pods come first", reports: []kubefairv1.NodeShareReport{limited, blind}, enforced: metav1.ConditionTrue,
 			enforcedReason: kubefairv1.ReasonReported, degradedReason: kubefairv1.ReasonPodsUnmeasured, messageContains: "node blind"},
 	} {

@@ -56,6 +56,11 @@ const (
 	// keep it below what its weight entitles it to (the message says
 	// where and how far); the rest of its share goes to other tenants.
 	ReasonCPULimited = "CPULimited"
+	// ReasonWeightBound: on some node the tenant's weight could not be
+	// realised within kubefair's bounds (the cgroup weight range, the
+	// closed loop's range) and it is more than a point off its
+	// entitlement (the message says where, which bound and how far).
+	ReasonWeightBound = "WeightBound"
 )
 
 // FinalizerFinalBill keeps a deleted Tenant until its last CPU is in the
@@ -146,4 +151,7 @@ const (
 	// EventCPULimited: the tenant's CPU limits keep it below its
 	// entitlement on some node.
 	EventCPULimited = "CPULimited"
+	// EventWeightBound: the tenant's weight hit one of kubefair's bounds
+	// on some node.
+	EventWeightBound = "WeightBound"
 )

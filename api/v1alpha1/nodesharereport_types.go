@@ -47,6 +47,14 @@ type TenantShare struct {
 	// +kubebuilder:validation:Maximum=1
 	// +optional
 	LimitedShare float64 `json:"limitedShare,omitempty"`
+	// Bound names what kept the backlogged tenant more than a point off
+	// its entitlement in the window, when it was a limit of kubefair's
+	// own: WeightRange (its pods' weights were cut to the cgroup weight
+	// range, e.g. tenants 1:10000 where kubelet's requests leave too few
+	// weight units) or Correction (the closed loop's multiplier reached its
+	// 1/8–8 range). Empty: no bound hit, or not off by more than a point.
+	// +optional
+	Bound WeightBound `json:"bound,omitempty"`
 	// RunnableThreads seen at the end of the window.
 	RunnableThreads int32 `json:"runnableThreads"`
 	// Pods of the tenant on the node.
@@ -183,3 +191,16 @@ func init() {
 		return nil
 	})
 }
+
+// WeightBound is a limit of kubefair's own that a tenant's weight hit.
+// +kubebuilder:validation:Enum=WeightRange;Correction
+type WeightBound string
+
+const (
+	// BoundWeightRange: the weights the tenant's pods needed fall outside
+	// the cgroup weight range (cpu.shares 2–262144, cpu.weight 1–10000).
+	BoundWeightRange WeightBound = "WeightRange"
+	// BoundCorrection: the closed loop's multiplier is at the end of its
+	// range (1/8–8) and the tenant is still off its entitlement.
+	BoundCorrection WeightBound = "Correction"
+)

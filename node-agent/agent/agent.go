@@ -66,9 +66,9 @@ type Agent struct {
 	weightsAreRequests bool
 
 	pods map[string]*podState // by pod cgroup
-	// The closed loops: over the tenants, and over each tenant's workloads.
-	tenantLoop    *closedLoop
-	workloadLoops map[string]*closedLoop
+	// loops are the closed loops' state: over the tenants, and over each
+	// tenant's workloads.
+	loops fairness.Loops
 	// nodeUsage is the node's CPU counter at the last step (0: unknown).
 	nodeUsage  uint64
 	nodeReadAt time.Time
@@ -150,6 +150,9 @@ type tenantWindow struct {
 	// limit is the tenant's CPU-limit share when its limits kept it below
 	// its entitlement in the window's last step, else 0.
 	limit float64
+	// weightRange, bounded: some step of the window hit a bound
+	// (TenantStep).
+	weightRange, bounded bool
 }
 
 // TenantStep is one tenant's figures for one period.
@@ -166,6 +169,10 @@ type TenantStep struct {
 	// its weight would entitle it to, the rest going to the others.
 	Limit   float64
 	Limited bool
+	// Bounded: the closed loop's range (fairness.Correction) cut its
+	// correction while it was still off its entitlement; WeightRange:
+	// some of its pods' weights were clamped to the cgroup weight range.
+	Bounded, WeightRange bool
 }
 
 // Step is one period's outcome.
@@ -228,7 +235,6 @@ func New(cfg Config, o Options) (*Agent, error) {
 		cfg: cfg, log: o.Log, hier: o.Hierarchy, cgroups: o.Cgroups, threads: o.Threads, source: o.Source,
 		reader: o.Reader, writer: o.Writer, metrics: o.Metrics, bootID: hex.EncodeToString(b),
 		kick: make(chan struct{}, 1), procs: procReader{root: cfg.ProcRoot}, relist: true, pods: map[string]*podState{}, billed: newBillingCounters(), window: map[string]*tenantWindow{},
-		tenantLoop: newClosedLoop(cfg.Correction), workloadLoops: map[string]*closedLoop{},
 	}
 	a.loadLoops()
 	return a, nil
@@ -359,9 +365,47 @@ func (a *Agent) podCgroups(ctx context.Context) (map[string]*podRef, error) {
 	return out, nil
 }
 
-// Step runs one period.
+// Step runs one period: snapshot → allocate → apply → account
+// (docs/design.md §The agent loop).
 func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	start := time.Now()
+	snap, err := a.snapshot(ctx, now)
+	if err != nil {
+		return Step{}, err
+	}
+	alloc := fairness.Allocate(snap.model, a.cfg.Correction, &a.loops)
+	plan := a.plan(snap, alloc)
+	res, repaired, err := a.apply(snap, plan)
+	step := Step{Time: now, Window: snap.model.Window, Plan: plan, Result: res, RepairedBurstable: repaired, Scales: a.cgroups.Scales(), Weights: a.cgroups.Held(),
+		PodCgroupsFound: snap.found, Unmeasured: a.found.unmeasured, UnmeasuredPods: a.found.count, RunningPods: a.found.total}
+	for _, t := range snap.tenants {
+		step.Tenants = append(step.Tenants, t.step)
+	}
+	return step, errors.Join(err, a.account(ctx, step, time.Since(start)))
+}
+
+// snapshot is what one period finds on the node: every pod cgroup, the
+// tenants' pods classified and measured, the model's input.
+type snapshot struct {
+	model   fairness.Snapshot
+	tenants []*tenantPods // in model.Tenants' order
+	cgroups map[string]*podRef
+	// leaving are the pods kubefair weighed that left their tenant.
+	leaving []enforce.Pod
+	found   metav1.Condition
+}
+
+// tenantPods is one tenant's pods on the node, by workload in the model's
+// order, and its figures for the step.
+type tenantPods struct {
+	step      TenantStep
+	pods      []*podState
+	workloads [][]*podState
+}
+
+// snapshot lists the node's pod cgroups, Pods and Tenants, classifies and
+// measures every tenant's pod, and reads the CPU left to the tenants.
+func (a *Agent) snapshot(ctx context.Context, now time.Time) (*snapshot, error) {
 	dt := now.Sub(a.lastStep)
 	if a.lastStep.IsZero() || dt <= 0 {
 		dt = a.cfg.Period
@@ -370,15 +414,98 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 
 	cgroups, err := a.podCgroups(ctx)
 	if err != nil {
-		return Step{}, fmt.Errorf("discovering pods: %w", err)
+		return nil, fmt.Errorf("discovering pods: %w", err)
 	}
+	byUID, tenants, found, err := a.listNode(ctx, cgroups, now)
+	if err != nil {
+		return nil, err
+	}
+
+	// Classify and measure every pod cgroup that belongs to a tenant.
+	snap := &snapshot{cgroups: cgroups, found: found}
+	acc := map[string]*tenantPods{}
+	current := map[string]bool{}
+	for cg, ref := range cgroups {
+		uid := ref.uid
+		pod := byUID[uid]
+		var member membership
+		ok := pod != nil
+		if ok {
+			member, ok = classify(pod, tenants)
+		}
+		if !ok {
+			if _, was := a.pods[cg]; was {
+				snap.leaving = append(snap.leaving, enforce.Pod{Cgroup: cg, UID: uid})
+			}
+			continue
+		}
+		current[cg] = true
+		ps := a.pods[cg]
+		if ps == nil {
+			ps = &podState{uid: uid, cgroup: cg, fromStart: a.billed.newPod(pod)}
+			a.pods[cg] = ps
+		}
+		ps.member = member
+		tp := acc[member.tenant]
+		if tp == nil {
+			tp = &tenantPods{step: TenantStep{Name: member.tenant, Weight: member.weight}}
+			acc[member.tenant] = tp
+		}
+		tp.pods = append(tp.pods, ps)
+		tp.step.Pods++
+		a.measure(ps, ref.containers, &tp.step, dt)
+	}
+	for cg, ps := range a.pods {
+		if !current[cg] {
+			if _, stillThere := cgroups[cg]; !stillThere {
+				delete(a.pods, cg) // the pod is gone: nothing to restore
+				a.billed.podGone(ps.uid)
+				continue
+			}
+			snap.leaving = append(snap.leaving, enforce.Pod{Cgroup: cg, UID: ps.uid, Processes: ps.processes})
+			delete(a.pods, cg)
+		}
+	}
+
+	// The model's input: each tenant's demand, limit and workloads, and
+	// the CPU time left to the tenants.
+	names := slices.Sorted(maps.Keys(acc))
+	snap.model = fairness.Snapshot{CPUs: a.cfg.CPUs, Window: dt, Period: a.cfg.Period, Tenants: make([]fairness.TenantSnapshot, len(names))}
+	capacity := float64(a.cfg.CPUs) * dt.Seconds()
+	var tenantsCPU time.Duration
+	for i, n := range names {
+		tp := acc[n]
+		s := &tp.step
+		demand := (s.CPU + s.Wait).Seconds() / capacity
+		if s.Threads == 0 && s.CPU == 0 { // no history yet: assume it wants everything
+			demand, s.Threads = 1, max(1, s.Pods)
+		}
+		s.Limit = cpuLimitShare(tp.pods, a.cfg.CPUs)
+		s.Achieved = s.CPU.Seconds() / capacity
+		s.Backlogged = fairness.Backlogged(s.Wait, dt)
+		tenantsCPU += s.CPU
+		snap.model.Tenants[i] = fairness.TenantSnapshot{Name: n, Weight: float64(s.Weight), Threads: s.Threads, Demand: demand,
+			Limit: s.Limit, CPU: s.CPU, Backlogged: s.Backlogged, Declared: tp.pods[0].member.declared}
+		snap.model.Tenants[i].Workloads, tp.workloads = byWorkload(tp.pods)
+		snap.tenants = append(snap.tenants, tp)
+	}
+	snap.model.Left = a.leftToTenants(tenantsCPU, dt)
+	a.billed.countNode(a.hier)
+	return snap, nil
+}
+
+// listNode reads this node's Pods and the Tenants from the cache, starts
+// the billing period's tenants, notes whether kubelet publishes pod
+// weights as requests, and checks that every running pod has a cgroup.
+// Tenants being deleted are left out.
+func (a *Agent) listNode(ctx context.Context, cgroups map[string]*podRef, now time.Time) (map[string]*corev1.Pod, []kubefairv1.Tenant, metav1.Condition, error) {
 	var podList corev1.PodList
 	if err := a.reader.List(ctx, &podList); err != nil {
-		return Step{}, fmt.Errorf("listing pods: %w", err)
+		return nil, nil, metav1.Condition{}, fmt.Errorf("listing pods: %w", err)
 	}
 	var tenants kubefairv1.TenantList
 	if err := a.reader.List(ctx, &tenants); err != nil {
-		return Step{}, fmt.Errorf("listing tenants: %w", err)
+		return nil, nil, metav1.Condition{}, fmt.Errorf("listing tenants: %w", err)
 	}
 	// A tenant being deleted is no longer enforced nor billed: its pods go
 	// back to kubelet's weights, and its counter is final.
@@ -428,168 +555,66 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	} else if news {
 		a.log.Error(errors.New(found.Message), "pods without a cgroup the agent can find: not enforced, not measured", "reason", found.Reason)
 	}
+	return byUID, tenants.Items, found, nil
+}
 
-	// Classify and measure every pod cgroup that belongs to a tenant.
-	type tenantAcc struct {
-		step TenantStep
-		pods []*podState
-	}
-	acc := map[string]*tenantAcc{}
-	var leaving []enforce.Pod
-	current := map[string]bool{}
-	for cg, ref := range cgroups {
-		uid := ref.uid
-		pod := byUID[uid]
-		var member membership
-		ok := pod != nil
-		if ok {
-			member, ok = classify(pod, tenants.Items)
-		}
-		if !ok {
-			if _, was := a.pods[cg]; was {
-				leaving = append(leaving, enforce.Pod{Cgroup: cg, UID: uid})
-			}
-			continue
-		}
-		current[cg] = true
-		ps := a.pods[cg]
-		if ps == nil {
-			ps = &podState{uid: uid, cgroup: cg, fromStart: a.billed.newPod(pod)}
-			a.pods[cg] = ps
-		}
-		ps.member = member
-		ta := acc[member.tenant]
-		if ta == nil {
-			ta = &tenantAcc{step: TenantStep{Name: member.tenant, Weight: member.weight}}
-			acc[member.tenant] = ta
-		}
-		ta.pods = append(ta.pods, ps)
-		ta.step.Pods++
-		a.measure(ps, ref.containers, &ta.step, dt)
-	}
-	for cg, ps := range a.pods {
-		if !current[cg] {
-			if _, stillThere := cgroups[cg]; !stillThere {
-				delete(a.pods, cg) // the pod is gone: nothing to restore
-				a.billed.podGone(ps.uid)
-				continue
-			}
-			leaving = append(leaving, enforce.Pod{Cgroup: cg, UID: ps.uid, Processes: ps.processes})
-			delete(a.pods, cg)
-		}
-	}
-
-	// Entitlements over the tenants with pods here, by the fairness model,
-	// of the CPU time left to them: what the node spent on anything else
-	// (system daemons, pods of no tenant) no pod weight can give them.
-	names := make([]string, 0, len(acc))
-	for n := range acc {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	principals := make([]fairness.Principal, len(names))
-	capacity := float64(a.cfg.CPUs) * dt.Seconds()
-	var tenantsCPU time.Duration
-	for i, n := range names {
-		s := &acc[n].step
-		demand := (s.CPU + s.Wait).Seconds() / capacity
-		if s.Threads == 0 && s.CPU == 0 { // no history yet: assume it wants everything
-			demand, s.Threads = 1, max(1, s.Pods)
-		}
-		principals[i] = fairness.Principal{Weight: float64(s.Weight), Threads: s.Threads, Demand: math.Min(1, demand)}
-		s.Limit = cpuLimitShare(acc[n].pods, a.cfg.CPUs)
-		s.Achieved = s.CPU.Seconds() / capacity
-		// Backlogged: its threads waited for CPU for more than 2 % of the period.
-		s.Backlogged = s.Wait.Seconds() > 0.02*dt.Seconds()
-		tenantsCPU += s.CPU
-	}
-	left := a.leftToTenants(tenantsCPU, dt)
-	a.billed.countNode(a.hier)
-	// CPU limits on every pod of a tenant cap it: an infeasible principal,
-	// capped, the rest of its share going to the others (Divide). It is
-	// Limited when that takes it below what it would be entitled to.
-	capped := slices.Clone(principals)
-	for i, n := range names {
-		if l := acc[n].step.Limit; l > 0 {
-			capped[i].Demand = math.Min(capped[i].Demand, l)
-		}
-	}
-	entitled := fairness.Divide(left, capped, a.cfg.CPUs)
-	if !slices.Equal(capped, principals) {
-		free := fairness.Divide(left, principals, a.cfg.CPUs)
-		for i, n := range names {
-			acc[n].step.Limited = entitled[i] < free[i]-limitedMargin
-		}
-	}
-	loop := make([]measured, len(names))
-	for i, n := range names {
-		acc[n].step.Entitled = entitled[i]
-		loop[i] = measured{name: n, entitled: entitled[i], cpu: acc[n].step.CPU, backlogged: acc[n].step.Backlogged}
-	}
-	mult := a.tenantLoop.step(loop, dt, a.cfg.Period)
-
-	// Group weights: the entitled share times the correction. A tenant with
-	// no demand this period keeps its plain weight share, so that it gets
-	// its due at once when it wakes up; and while the node has CPU to spare
-	// (the tenants together want less than what is left to them) every
-	// tenant gets what it wants whatever the weights, so they stay at the
-	// plain weight shares — the right start when contention begins —
-	// instead of following every period's noisy demand with a write per pod.
-	var weightSum, demandSum float64
-	for i, n := range names {
-		weightSum += float64(acc[n].step.Weight)
-		demandSum += principals[i].Demand
-	}
-	spare := demandSum < left
+// plan turns the allocation into what the backends make true: each
+// tenant's pod at its part, the pods of no tenant named beside them.
+func (a *Agent) plan(snap *snapshot, alloc fairness.Allocation) enforce.Plan {
 	plan := enforce.Plan{Rescale: !a.weightsAreRequests}
-	var groupSum float64
-	group := make([]float64, len(names))
-	for i, n := range names {
-		acc[n].step.Multiplier = mult[i]
-		share := entitled[i]
-		if share <= 0 || spare {
-			share = float64(acc[n].step.Weight) / weightSum
-		}
-		group[i] = share * mult[i]
-		groupSum += group[i]
-	}
-	for k := range a.workloadLoops {
-		if _, ok := acc[k]; !ok {
-			delete(a.workloadLoops, k)
-		}
-	}
-	for i, n := range names {
-		wl := a.workloadLoops[n]
-		if wl == nil {
-			wl = newClosedLoop(a.cfg.Correction)
-			a.workloadLoops[n] = wl
-		}
-		for ps, w := range splitTenant(group[i]/groupSum, acc[n].pods, wl, dt, a.cfg.Period) {
-			plan.Pods = append(plan.Pods, enforce.Pod{UID: ps.uid, Tenant: n, Cgroup: ps.cgroup,
-				Weight: w, Limit: ps.limit, ThreadPolicy: ps.member.policy,
-				Processes: append([]enforce.Process(nil), ps.processes...)})
+	tenantCgroups := map[string]bool{}
+	for i, tp := range snap.tenants {
+		t := alloc.Tenants[i]
+		s := &tp.step
+		s.Entitled, s.Limited, s.Multiplier, s.Bounded = t.Entitled, t.Limited, t.Multiplier, t.Bounded
+		for k, pods := range tp.workloads {
+			for _, ps := range pods {
+				plan.Pods = append(plan.Pods, enforce.Pod{UID: ps.uid, Tenant: s.Name, Cgroup: ps.cgroup,
+					Weight: t.PodParts[k], Limit: ps.limit, ThreadPolicy: ps.member.policy,
+					Processes: append([]enforce.Process(nil), ps.processes...)})
+				tenantCgroups[ps.cgroup] = true
+			}
 		}
 	}
 	sort.Slice(plan.Pods, func(i, j int) bool { return plan.Pods[i].Cgroup < plan.Pods[j].Cgroup })
-	for cg := range cgroups {
-		if !current[cg] {
+	for cg := range snap.cgroups {
+		if !tenantCgroups[cg] {
 			plan.Others = append(plan.Others, cg)
 		}
 	}
 	slices.Sort(plan.Others)
+	return plan
+}
 
+// apply restores the pods that left their tenant and hands the plan to
+// the backends; a tenant whose pods' weights the cgroup range cut is
+// marked (TenantStep.WeightRange).
+func (a *Agent) apply(snap *snapshot, plan enforce.Plan) (enforce.Result, bool, error) {
 	var errs []error
-	if len(leaving) > 0 {
-		if err := a.cgroups.Restore(leaving); err != nil {
+	if len(snap.leaving) > 0 {
+		if err := a.cgroups.Restore(snap.leaving); err != nil {
 			errs = append(errs, err)
 		}
 		if a.threads != nil {
-			errs = append(errs, a.threads.Restore(leaving))
+			errs = append(errs, a.threads.Restore(snap.leaving))
 		}
 	}
 	res, err := a.cgroups.Apply(plan)
 	errs = append(errs, err)
-	repaired, err := a.cgroups.RepairBurstable(maps.Keys(cgroups))
+	if len(res.Clamped) > 0 {
+		byName := make(map[string]*TenantStep, len(snap.tenants))
+		for _, tp := range snap.tenants {
+			byName[tp.step.Name] = &tp.step
+		}
+		tenantOf := make(map[string]string, len(plan.Pods))
+		for _, p := range plan.Pods {
+			tenantOf[p.Cgroup] = p.Tenant
+		}
+		for _, cg := range res.Clamped {
+			byName[tenantOf[cg]].WeightRange = true
+		}
+	}
+	repaired, err := a.cgroups.RepairBurstable(maps.Keys(snap.cgroups))
 	errs = append(errs, err)
 	if repaired {
 		a.log.Info("kubelet left the Burstable QoS cgroup at its start-up weight; wrote the sum of its pods' weights, as kubelet will at its next QoS update")
@@ -605,28 +630,23 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	a.drift += int64(res.Drift)
 	a.procs.sweep()
 	a.hier.Sweep()
+	return res, repaired, errors.Join(errs...)
+}
 
-	step := Step{Time: now, Window: dt, Plan: plan, Result: res, RepairedBurstable: repaired, Scales: a.cgroups.Scales(), Weights: a.cgroups.Held(),
-		PodCgroupsFound: found, Unmeasured: a.found.unmeasured, UnmeasuredPods: a.found.count, RunningPods: a.found.total}
-	for _, n := range names {
-		step.Tenants = append(step.Tenants, acc[n].step)
-	}
+// account feeds the step to metrics and the report window, and writes the
+// report when one is due.
+func (a *Agent) account(ctx context.Context, step Step, took time.Duration) error {
 	a.Last = step
 	a.accumulate(step)
 	if a.metrics != nil {
-		a.metrics.observe(step, time.Since(start))
+		a.metrics.observe(step, took)
 	}
-	errs = append(errs, a.finishReport())
-	if a.writing == nil && now.Sub(a.lastReport) >= a.cfg.ReportPeriod {
-		a.startReport(ctx, now)
+	err := a.finishReport()
+	if a.writing == nil && step.Time.Sub(a.lastReport) >= a.cfg.ReportPeriod {
+		a.startReport(ctx, step.Time)
 	}
-	return step, errors.Join(errs...)
+	return err
 }
-
-// limitedMargin is how far below its entitlement without CPU limits a
-// tenant must be entitled for its limits to count as keeping it there: a
-// fraction of a point is noise in the measured demand.
-const limitedMargin = 0.005
 
 // cpuLimitShare is the most of the node pods' CPU limits let them use
 // together, or 0 when one of them has no limit.
@@ -751,7 +771,7 @@ func (a *Agent) measure(ps *podState, containers []string, s *TenantStep, dt tim
 		}
 	}
 	s.Wait += wait
-	ps.backlogged = wait > a.cfg.Period/50 // waited for more than 2 % of a period
+	ps.backlogged = fairness.Backlogged(wait, dt)
 	// The most of the node it would have used: its CPU and waiting, at
 	// most a CPU per thread that ran or waited.
 	ps.limit = 1

@@ -1,9 +1,8 @@
 package agent
 
 import (
+	"maps"
 	"slices"
-	"sort"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -55,58 +54,30 @@ func classify(pod *corev1.Pod, tenants []kubefairv1.Tenant) (membership, bool) {
 	return membership{}, false
 }
 
-// splitTenant divides a tenant's group weight over its pods: workloads by
-// their weights, pods of one workload equally, unselected pods one default
-// weight each (docs/design.md §Fairness model, level 2). When the tenant
-// declares workloads, their own closed loop corrects the split by what each
-// achieved of the tenant's CPU, as the tenant loop does between tenants;
-// equal pods of a plain tenant get equal weights, uncorrected (per-pod
-// correction would chase the noise of single pods).
-func splitTenant(groupWeight float64, pods []*podState, loop *closedLoop, dt, period time.Duration) map[*podState]float64 {
-	byWorkload := map[string][]*podState{}
-	var keys []string
+// byWorkload groups a tenant's pods into its workloads, as the fairness
+// model weighs them (docs/design.md §Fairness model, level 2): the pods a
+// workload selects together, each unselected pod a workload of its own at
+// the default weight; sorted by name, with each workload's measured CPU
+// and whether any of its pods was backlogged.
+func byWorkload(pods []*podState) ([]fairness.WorkloadSnapshot, [][]*podState) {
+	members := map[string][]*podState{}
 	for _, p := range pods {
 		key := p.member.workload
 		if key == "" {
-			key = "pod/" + p.uid // a workload of its own
+			key = "pod/" + p.uid
 		}
-		if len(byWorkload[key]) == 0 {
-			keys = append(keys, key)
-		}
-		byWorkload[key] = append(byWorkload[key], p)
+		members[key] = append(members[key], p)
 	}
-	sort.Strings(keys)
-	out := make(map[*podState]float64, len(pods))
-	ms := make([]measured, len(keys))
+	keys := slices.Sorted(maps.Keys(members))
+	ws := make([]fairness.WorkloadSnapshot, len(keys))
+	groups := make([][]*podState, len(keys))
 	for i, key := range keys {
-		members := byWorkload[key]
-		ms[i] = measured{name: key, entitled: float64(members[0].member.wlWeight)}
-		for _, p := range members {
-			ms[i].cpu += p.cpu
-			ms[i].backlogged = ms[i].backlogged || p.backlogged
+		groups[i] = members[key]
+		ws[i] = fairness.WorkloadSnapshot{Name: key, Weight: float64(groups[i][0].member.wlWeight), Pods: len(groups[i])}
+		for _, p := range groups[i] {
+			ws[i].CPU += p.cpu
+			ws[i].Backlogged = ws[i].Backlogged || p.backlogged
 		}
 	}
-	mult := make([]float64, len(ms))
-	if len(pods) > 0 && pods[0].member.declared {
-		mult = loop.step(ms, dt, period)
-	} else {
-		for i := range mult {
-			mult[i] = 1
-		}
-	}
-	var total float64
-	for i := range keys {
-		total += ms[i].entitled * mult[i]
-	}
-	if !(total > 0) {
-		return out
-	}
-	for i, key := range keys {
-		members := byWorkload[key]
-		part := groupWeight * ms[i].entitled * mult[i] / total
-		for _, p := range members {
-			out[p] = part / float64(len(members))
-		}
-	}
-	return out
+	return ws, groups
 }

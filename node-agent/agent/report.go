@@ -47,6 +47,8 @@ func (a *Agent) accumulate(step Step) {
 		if t.Limited {
 			w.limit = t.Limit
 		}
+		w.weightRange = w.weightRange || t.WeightRange
+		w.bounded = w.bounded || t.Bounded
 	}
 }
 
@@ -95,6 +97,9 @@ func (a *Agent) finishReport() error {
 			older.wait += newer.wait
 			older.entitledTime += newer.entitledTime
 			older.backlogged = older.backlogged || newer.backlogged
+			older.weightRange = older.weightRange || newer.weightRange
+			older.bounded = older.bounded || newer.bounded
+			older.limit = newer.limit
 			older.runnable, older.podsNow = newer.runnable, newer.podsNow
 		}
 		a.window[name] = older
@@ -134,6 +139,7 @@ func (a *Agent) buildReport(now time.Time) *kubefairv1.NodeShareReport {
 			share.Backlogged = w.backlogged
 			share.RunnableThreads, share.Pods = w.runnable, w.podsNow
 			share.LimitedShare = round4(w.limit)
+			share.Bound = w.bound(share)
 			entitled = append(entitled, share.EntitledShare)
 			achieved = append(achieved, share.AchievedShare)
 			backlogged = append(backlogged, share.Backlogged)
@@ -288,4 +294,20 @@ func (b *billingCounters) sorted() []*tenantCounter {
 		return out[i].uid < out[j].uid
 	})
 	return out
+}
+
+// bound is the bound the tenant's weight hit in the window, when it was
+// backlogged and more than fairness.BoundMargin of the node off its
+// entitlement: a bound that costs less is not worth a condition.
+func (w *tenantWindow) bound(share kubefairv1.TenantShare) kubefairv1.WeightBound {
+	if !share.Backlogged || math.Abs(share.AchievedShare-share.EntitledShare) <= fairness.BoundMargin {
+		return ""
+	}
+	switch {
+	case w.weightRange:
+		return kubefairv1.BoundWeightRange
+	case w.bounded:
+		return kubefairv1.BoundCorrection
+	}
+	return ""
 }

@@ -80,3 +80,29 @@ func TestReportCarriesWhatIsBilled(t *testing.T) {
 		t.Fatalf("tenants %+v: want uid-1 final with no shares, uid-2 live with the window's shares", r.Tenants)
 	}
 }
+
+// TestReportNamesTheBoundHit: a bound is reported only for a backlogged
+// tenant more than a point off its entitlement; the weight range before
+// the closed loop's range.
+func TestReportNamesTheBoundHit(t *testing.T) {
+	off := kubefairv1.TenantShare{EntitledShare: 0.0001, AchievedShare: 0.05, Backlogged: true}
+	close := kubefairv1.TenantShare{EntitledShare: 0.0001, AchievedShare: 0.005, Backlogged: true}
+	idle := kubefairv1.TenantShare{EntitledShare: 0.3, AchievedShare: 0.1}
+	for _, tc := range []struct {
+		name  string
+		w     tenantWindow
+		share kubefairv1.TenantShare
+		want  kubefairv1.WeightBound
+	}{
+		{"no bound hit", tenantWindow{}, off, ""},
+		{"weight range, 5 points off", tenantWindow{weightRange: true}, off, kubefairv1.BoundWeightRange},
+		{"weight range, half a point off", tenantWindow{weightRange: true}, close, ""},
+		{"both: the weight range is named", tenantWindow{weightRange: true, bounded: true}, off, kubefairv1.BoundWeightRange},
+		{"the closed loop's range", tenantWindow{bounded: true}, off, kubefairv1.BoundCorrection},
+		{"not backlogged: it took what it wanted", tenantWindow{weightRange: true, bounded: true}, idle, ""},
+	} {
+		if got := tc.w.bound(tc.share); got != tc.want {
+			t.Errorf("%s: bound %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

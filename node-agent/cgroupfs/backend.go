@@ -1,7 +1,6 @@
 package cgroupfs
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -9,12 +8,12 @@ import (
 	"math"
 	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"sync"
 
 	"github.com/kubefair/kubefair/node-agent/enforce"
 	"github.com/kubefair/kubefair/node-agent/fairness"
+	"github.com/kubefair/kubefair/node-agent/internal/statedir"
 )
 
 // Backend is the cgroup enforcement layer: it owns every pod cgroup weight
@@ -33,7 +32,7 @@ import (
 // planned.
 type Backend struct {
 	h        *Hierarchy
-	stateDir string
+	stateDir statedir.Dir
 
 	mu sync.Mutex
 	// state is persisted in stateDir as JSON after every change.
@@ -58,25 +57,15 @@ const stateFile = "cgroup-weights.json"
 // NewBackend loads what a previous run of the agent wrote, if anything.
 // stateDir "" keeps the state in memory only (unit tests).
 func NewBackend(h *Hierarchy, stateDir string) (*Backend, error) {
-	b := &Backend{h: h, stateDir: stateDir, scale: map[string]uint64{}, state: backendState{Original: map[string]uint64{}, Written: map[string]uint64{}}}
-	if stateDir == "" {
-		return b, nil
+	b := &Backend{h: h, stateDir: statedir.Dir(stateDir), scale: map[string]uint64{}}
+	if _, err := b.stateDir.Load(stateFile, &b.state); err != nil {
+		return nil, fmt.Errorf("reading the agent's state: %w", err)
 	}
-	data, err := os.ReadFile(filepath.Join(stateDir, stateFile))
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-	case err != nil:
-		return nil, fmt.Errorf("reading agent state: %w", err)
-	default:
-		if err := json.Unmarshal(data, &b.state); err != nil {
-			return nil, fmt.Errorf("agent state %s is corrupt: %w", filepath.Join(stateDir, stateFile), err)
-		}
-		if b.state.Original == nil {
-			b.state.Original = map[string]uint64{}
-		}
-		if b.state.Written == nil {
-			b.state.Written = map[string]uint64{}
-		}
+	if b.state.Original == nil {
+		b.state.Original = map[string]uint64{}
+	}
+	if b.state.Written == nil {
+		b.state.Written = map[string]uint64{}
 	}
 	return b, nil
 }
@@ -140,7 +129,11 @@ func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 		}
 		b.scale[parent] = k
 		for _, cg := range levels[parent] {
-			v := b.h.clampNative(uint64(math.Round(max(want[cg], 0) * float64(k))))
+			scaled := max(want[cg], 0) * float64(k)
+			v := b.h.clampNative(uint64(math.Round(scaled)))
+			if planned[cg] && (scaled < float64(b.h.minNative()) || scaled > float64(b.h.maxNative())) {
+				res.Clamped = append(res.Clamped, cg)
+			}
 			if planned[cg] || v != uint64(math.Round(kubelet[cg])) {
 				changed = b.set(cg, v, &res, &errs) || changed
 			} else if _, managed := b.state.Original[cg]; managed {
@@ -372,23 +365,7 @@ func (b *Backend) Managed() []enforce.Pod {
 	return pods
 }
 
-func (b *Backend) save() error {
-	if b.stateDir == "" {
-		return nil
-	}
-	data, err := json.Marshal(b.state)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(b.stateDir, 0o700); err != nil {
-		return err
-	}
-	tmp := filepath.Join(b.stateDir, stateFile+".tmp")
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(b.stateDir, stateFile))
-}
+func (b *Backend) save() error { return b.stateDir.Save(stateFile, b.state) }
 
 // RepairBurstable undoes a transient of kubelet's: when kubelet starts it
 // sets the Burstable QoS cgroup to the minimum weight (2 shares) and writes

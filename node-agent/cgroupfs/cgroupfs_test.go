@@ -450,7 +450,7 @@ func TestBackend(t *testing.T) {
 
 		// A restarted agent still knows kubelet's values and restores them,
 		// the pod of no tenant's and the QoS cgroups' included.
-		again, err := NewBackend(h, backend.stateDir)
+		again, err := NewBackend(h, string(backend.stateDir))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -511,6 +511,31 @@ func TestBackend(t *testing.T) {
 
 // TestRepairBurstable: kubelet's start-up weight of the Burstable QoS
 // cgroup is replaced by the sum of its pods' weights, once; kubelet's own
+// TestBackendReportsClampedWeights: a pod whose weight falls outside the
+// cgroup weight range is named in the result (its tenant is not realised
+// exactly there); pods within the range are not.
+func TestBackendReportsClampedWeights(t *testing.T) {
+	forEachSetup(t, func(t *testing.T, s kubeletSetup) {
+		_, h := fakeTree(t, s)
+		a, b := s.cgroup(podA), s.cgroup(podB)
+		backend, err := NewBackend(h, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan := func(parts ...float64) enforce.Plan {
+			return enforce.Plan{Pods: []enforce.Pod{{Cgroup: a, Weight: parts[0], Limit: 1}, {Cgroup: b, Weight: parts[1], Limit: 1}}}
+		}
+		if res, err := backend.Apply(plan(1, 2)); err != nil || len(res.Clamped) != 0 {
+			t.Fatalf("1:2 clamped %v (%v)", res.Clamped, err)
+		}
+		// 1:10000 within what kubelet gave two pods (no rescaling): the
+		// small pod's weight is below the range's minimum.
+		if res, err := backend.Apply(plan(1, 10000)); err != nil || !slices.Equal(res.Clamped, []string{a}) {
+			t.Fatalf("1:10000 clamped %v (%v), want %s", res.Clamped, err, a)
+		}
+	})
+}
+
 // sum (which may differ by rounding) and other QoS classes are left alone.
 func TestRepairBurstable(t *testing.T) {
 	forEachSetup(t, func(t *testing.T, s kubeletSetup) {

@@ -232,12 +232,17 @@ func (h *Hierarchy) maxNative() uint64 {
 	return fairness.MaxShares
 }
 
+// minNative is the smallest weight the hierarchy stores.
+func (h *Hierarchy) minNative() uint64 {
+	if h.Mode == V2 {
+		return fairness.MinWeight
+	}
+	return fairness.MinShares
+}
+
 // clampNative keeps a native weight in the hierarchy's range.
 func (h *Hierarchy) clampNative(w uint64) uint64 {
-	if h.Mode == V2 {
-		return min(max(w, fairness.MinWeight), fairness.MaxWeight)
-	}
-	return clampShares(w)
+	return min(max(w, h.minNative()), h.maxNative())
 }
 
 // ReadWeight reads a cgroup's CPU weight in native units (cpu.shares or

@@ -6,21 +6,17 @@ package enforce
 
 import "github.com/kubefair/kubefair/node-agent/fairness"
 
-// Process is one process inside a pod and the weight it should get.
+// Process is one process inside a pod.
 type Process struct {
 	PID int
-	// Weight of the whole process in kernel units (NICE_0 = 1024).
-	Weight float64
 	// Threads are the thread ids seen in /proc/<pid>/task this period.
 	Threads []int
 }
 
 // Pod is one pod as the agent enforces it.
 type Pod struct {
-	UID       string
-	Namespace string
-	Name      string
-	Tenant    string
+	UID    string
+	Tenant string
 	// Cgroup is the pod's cgroup relative to the agent's cgroup root,
 	// e.g. "kubepods/burstable/pod<uid>".
 	Cgroup string
@@ -66,6 +62,10 @@ type Result struct {
 	// ApproxErrorPoints is the largest share error, in percentage points,
 	// that the backend knows its own rounding causes (the nice fallback).
 	ApproxErrorPoints float64
+	// Clamped are the planned pods' cgroups whose weight the native range
+	// cut (cpu.shares 2–262144, cpu.weight 1–10000): their tenants'
+	// weights are not realised exactly there.
+	Clamped []string
 }
 
 // Backend applies one level of a Plan.

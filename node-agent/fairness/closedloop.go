@@ -30,7 +30,22 @@ var DefaultCorrection = Correction{Gain: 0.4, Min: 0.125, Max: 8}
 // Update returns the multipliers for the next period. mult may be shorter
 // than entitled (new principals start at 1).
 func (c Correction) Update(mult, entitled, achieved []float64, backlogged []bool) []float64 {
-	next := make([]float64, len(entitled))
+	next, _ := c.update(mult, entitled, achieved, backlogged)
+	return next
+}
+
+// BoundMargin is how far off its entitlement a principal whose correction
+// the multiplier's range cut must be for the bound to count (Loop.Bounded):
+// a fraction of what the backlogged principals share together — for
+// tenants, about a point of the node.
+const BoundMargin = 0.01
+
+// update is Update, also telling which principals the range cut while
+// they were more than BoundMargin off their entitlement: the bound, not
+// the loop, then decides their share.
+func (c Correction) update(mult, entitled, achieved []float64, backlogged []bool) (next []float64, bounded []bool) {
+	next = make([]float64, len(entitled))
+	bounded = make([]bool, len(entitled))
 	var sumE, sumA float64
 	for i := range entitled {
 		next[i] = 1
@@ -43,19 +58,22 @@ func (c Correction) Update(mult, entitled, achieved []float64, backlogged []bool
 		}
 	}
 	if !(sumA > 0) || !(sumE > 0) {
-		return next
+		return next, bounded
 	}
 	for i := range entitled {
 		if i >= len(backlogged) || !backlogged[i] || i >= len(achieved) || !(entitled[i] > 0) {
 			continue
 		}
 		normalised := achieved[i] / sumA * sumE
+		off := math.Abs(entitled[i]-normalised) > BoundMargin*sumE
 		if !(normalised > 0) {
 			next[i] = c.Max // starved: push as hard as allowed
+			bounded[i] = off
 			continue
 		}
-		factor := math.Pow(entitled[i]/normalised, c.Gain)
-		next[i] = math.Min(c.Max, math.Max(c.Min, next[i]*factor))
+		want := next[i] * math.Pow(entitled[i]/normalised, c.Gain)
+		next[i] = math.Min(c.Max, math.Max(c.Min, want))
+		bounded[i] = off && next[i] != want
 	}
-	return next
+	return next, bounded
 }

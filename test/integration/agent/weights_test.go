@@ -1,0 +1,116 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
+	"github.com/kubefair/kubefair/test/harness/podcgroups"
+)
+
+// TestExtremeWeights: tenants at weights 1 and 10000, a Burstable pod each
+// requesting 10m (one spinning thread for the small tenant, two for the
+// large one, so that both CPUs are contended). Stock Kubernetes weighs the
+// pods alike and the small tenant's lone thread takes a third of the node.
+// Scaled for resolution, the agent realises 1:10000 — both within 2
+// points, no bound reported. Where kubelet publishes pod weights as
+// requests (kubelet ≥ 1.36: status.resources) kubefair's weights must stay
+// within the 20 shares kubelet gave the two pods, which cannot express
+// 1:10000: the report names the WeightRange bound and the Tenant says so
+// (Degraded=WeightBound, with an event) instead of falling short silently.
+func TestExtremeWeights(t *testing.T) {
+	w := newWorld(t)
+	w.addClassPods("small", true, classPod{podcgroups.Burstable, 10, 1})
+	w.addClassPods("large", true, classPod{podcgroups.Burstable, 10, 2})
+	w.setWeight("large", 10000)
+	entitled := map[string]float64{"small": 1.0 / 10001, "large": 10000.0 / 10001}
+
+	_, _, stockErr, kfErr := w.stockThenKubefair("weights 1:10000", entitled)
+	if kfErr > 2 {
+		t.Errorf("largest error %.1f points at weights 1:10000, want ≤ 2", kfErr)
+	}
+	if stockErr < 20 {
+		t.Errorf("stock is only %.1f points off: the test does not contend as intended", stockErr)
+	}
+	ctx := context.Background()
+	share := func(name string) kubefairv1.TenantShare {
+		var r kubefairv1.NodeShareReport
+		if err := w.k8s.Get(ctx, client.ObjectKey{Name: node}, &r); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range r.Tenants {
+			if s.Name == name {
+				return s
+			}
+		}
+		t.Fatalf("no share of %s in the report", name)
+		return kubefairv1.TenantShare{}
+	}
+	weights := func(when string) {
+		small, _ := w.tree.Shares(w.pods["small"][0])
+		large, _ := w.tree.Shares(w.pods["large"][0])
+		fmt.Printf("%s: the pods weigh %d and %d shares (small, large)\n", when, small, large)
+	}
+	weights("scaled for resolution")
+	for _, n := range []string{"small", "large"} {
+		if s := share(n); s.Bound != "" {
+			t.Errorf("%s: bound %q reported where 1:10000 is realised (achieved %.4f, entitled %.4f)", n, s.Bound, s.AchievedShare, s.EntitledShare)
+		}
+	}
+
+	// kubelet ≥ 1.36 publishes each running pod's weight as its request.
+	for _, ns := range []string{"small", "large"} {
+		var pods corev1.PodList
+		if err := w.k8s.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for i := range pods.Items {
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				p := &pods.Items[i]
+				if err := w.k8s.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+					return err
+				}
+				p.Status.Phase = corev1.PodRunning
+				p.Status.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")}}
+				return w.k8s.Status().Update(ctx, p)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitFor(t, "the WeightRange bound in the small tenant's report, and Degraded=WeightBound with an event", func() bool {
+		if share("small").Bound != kubefairv1.BoundWeightRange {
+			return false
+		}
+		var tn kubefairv1.Tenant
+		if err := w.k8s.Get(ctx, client.ObjectKey{Name: "small"}, &tn); err != nil {
+			return false
+		}
+		c := meta.FindStatusCondition(tn.Status.Conditions, kubefairv1.ConditionDegraded)
+		if c == nil || c.Reason != kubefairv1.ReasonWeightBound || !strings.Contains(c.Message, "cgroup weight range") {
+			return false
+		}
+		var events corev1.EventList
+		if err := w.k8s.List(ctx, &events); err != nil {
+			return false
+		}
+		for _, e := range events.Items {
+			if e.Reason == kubefairv1.EventWeightBound && e.InvolvedObject.Kind == "Tenant" && e.InvolvedObject.Name == "small" {
+				return true
+			}
+		}
+		return false
+	})
+	weights("within kubelet's 20 shares")
+	s := share("small")
+	fmt.Printf("the small tenant's report: achieved %.1f%%, entitled %.2f%%, bound %s\n", 100*s.AchievedShare, 100*s.EntitledShare, s.Bound)
+}
