@@ -14,14 +14,11 @@ import (
 	"github.com/kubefair/kubefair/node-agent/cgroupfs"
 )
 
-// The CRI labels kubelet's runtime puts on every container.
+// The CRI labels kubelet's runtime puts on every container that the agent
+// reads.
 const (
-	LabelPodUID       = "io.kubernetes.pod.uid"
-	LabelPodNamespace = "io.kubernetes.pod.namespace"
-	LabelPodName      = "io.kubernetes.pod.name"
-	LabelContainer    = "io.kubernetes.container.name"
-	// labelContainerType is "sandbox" for a pod's pause container.
-	labelContainerType = "io.cri-containerd.kind"
+	LabelPodUID    = "io.kubernetes.pod.uid"
+	LabelContainer = "io.kubernetes.container.name"
 )
 
 // containerd lists containers through containerd's Containers service
@@ -72,8 +69,7 @@ func (c *containerd) Containers(ctx context.Context) ([]Container, error) {
 			continue // not a Kubernetes container
 		}
 		cont := Container{
-			ID: ct.ID, PodUID: uid, PodNamespace: ct.Labels[LabelPodNamespace], PodName: ct.Labels[LabelPodName],
-			Name: ct.Labels[LabelContainer], Sandbox: ct.Labels[labelContainerType] == "sandbox",
+			ID: ct.ID, PodUID: uid, Name: ct.Labels[LabelContainer],
 		}
 		cg, known := c.cgroupOf[ct.ID]
 		if !known {

@@ -9,15 +9,10 @@ type Container struct {
 	// ID is the runtime's container id (the pod status's containerID
 	// without the "containerd://" prefix).
 	ID string
-	// PodUID, PodNamespace and PodName come from the CRI labels
-	// io.kubernetes.pod.uid|namespace|name.
-	PodUID       string
-	PodNamespace string
-	PodName      string
+	// PodUID is the CRI label io.kubernetes.pod.uid.
+	PodUID string
 	// Name is io.kubernetes.container.name; empty for a pod sandbox.
 	Name string
-	// Sandbox is true for the pod's pause container.
-	Sandbox bool
 	// Cgroup is the container's cgroup in the agent's hierarchy (e.g.
 	// "/kubepods/burstable/pod<uid>/<id>"), mapped from the path the runtime
 	// set. Its processes are read from the cgroup when they are needed.

@@ -1,18 +1,6 @@
 package fairness
 
-import (
-	"math"
-	"time"
-)
-
-// AchievedShare is the fraction of a node of cpus CPUs that cpu time used
-// over window: cpu / (cpus × window) (docs/design.md §Fairness model, level 4).
-func AchievedShare(cpu, window time.Duration, cpus int) float64 {
-	if window <= 0 || cpus <= 0 || cpu <= 0 {
-		return 0
-	}
-	return float64(cpu) / (float64(window) * float64(cpus))
-}
+import "math"
 
 // MaxErrorPoints is the largest |achieved − entitled| in percentage points
 // over the principals that were backlogged; the others are not counted.

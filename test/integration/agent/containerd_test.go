@@ -63,8 +63,8 @@ func (w *world) runPod(pod *corev1.Pod, threads int) {
 // criLabels are the labels containerd's CRI plugin puts on a pod's
 // container (kind "container") or sandbox (kind "sandbox", no name).
 func criLabels(pod *corev1.Pod, kind, name string) map[string]string {
-	l := map[string]string{discovery.LabelPodUID: string(pod.UID), discovery.LabelPodNamespace: pod.Namespace,
-		discovery.LabelPodName: pod.Name, "io.cri-containerd.kind": kind}
+	l := map[string]string{discovery.LabelPodUID: string(pod.UID), "io.kubernetes.pod.namespace": pod.Namespace,
+		"io.kubernetes.pod.name": pod.Name, "io.cri-containerd.kind": kind}
 	if name != "" {
 		l[discovery.LabelContainer] = name
 	}
@@ -142,13 +142,20 @@ func TestRuncContainers(t *testing.T) {
 		if len(found) != 10 {
 			t.Fatalf("discovered %d containers, want 10 (5 sandboxes, 5 burners): %+v", len(found), found)
 		}
+		burners := 0
 		for _, c := range found {
 			pod := podcgroups.PodCgroup(c.PodUID)
 			pids, err := h.AppendProcs(nil, c.Cgroup)
-			if c.Cgroup != pod+"/"+c.ID || !slices.Contains(w.pods[c.PodNamespace], pod) || c.Sandbox == (c.Name == "burner") ||
+			if c.Name == "burner" {
+				burners++
+			}
+			if c.Cgroup != pod+"/"+c.ID || !slices.Contains(slices.Concat(w.pods["solo"], w.pods["quad"]), pod) || (c.Name != "" && c.Name != "burner") ||
 				err != nil || !slices.Equal(pids, []int{w.started[c.ID]}) {
 				t.Errorf("discovered %+v with processes %v (%v); want cgroup %s/%s holding PID %d", c, pids, err, pod, c.ID, w.started[c.ID])
 			}
+		}
+		if burners != 5 {
+			t.Errorf("discovered %d burner containers, want 5 (the others sandboxes, unnamed)", burners)
 		}
 	}
 	checkDiscovered()
