@@ -201,7 +201,7 @@ func TestSFSExample2ShortJobs(t *testing.T) {
 	t.Logf("200-ms quanta: SFQ %.1f / %.1f / %.1f %%, SFS %.1f / %.1f / %.1f %%", 100*sfq[0], 100*sfq[1], 100*sfq[2], 100*sfs[0], 100*sfs[1], 100*sfs[2])
 }
 
-// The simulator's cost per scenario (go test -bench . ./node-agent/fairness/sim/).
+// The simulator's cost per scenario (go test -bench . ./research/sim/).
 
 func BenchmarkS0(b *testing.B) {
 	for b.Loop() {

@@ -9,7 +9,7 @@ import (
 	"math"
 	"os"
 
-	"github.com/kubefair/kubefair/node-agent/fairness/sim"
+	"github.com/kubefair/kubefair/research/sim"
 )
 
 func main() {

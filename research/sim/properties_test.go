@@ -186,7 +186,7 @@ func TestValidateRejectsBadInput(t *testing.T) {
 // 1..10000 on 1..64 CPUs under every option, for a number of steps bounded
 // so that one input runs fast, and checks the invariants every step. Its
 // seed corpus (f.Add and testdata/fuzz/FuzzSim) runs in `go test`; explore
-// with `go test -fuzz FuzzSim -fuzztime 1m ./node-agent/fairness/sim/`.
+// with `go test -fuzz FuzzSim -fuzztime 1m ./research/sim/`.
 func FuzzSim(f *testing.F) {
 	f.Add(uint32(5), uint8(1), uint8(0), uint32(0), uint16(100))
 	f.Add(uint32(0), uint8(3), uint8(modeBalance|modeShuttle), uint32(1), uint16(10))
