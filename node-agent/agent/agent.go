@@ -182,12 +182,6 @@ type Step struct {
 	Tenants []TenantStep
 	Plan    enforce.Plan
 	Result  enforce.Result
-	// Scales are the factors the cgroup backend multiplied each level's
-	// weights by for resolution, by parent cgroup; absent means 1.
-	Scales map[string]uint64
-	// Weights are the values kubefair holds cgroups at after the step
-	// (pods and QoS cgroups), native units.
-	Weights map[string]uint64
 	// RepairedBurstable: the step undid kubelet's start-up weight of the
 	// Burstable QoS cgroup (cgroupfs.Backend.RepairBurstable).
 	RepairedBurstable bool
@@ -376,7 +370,7 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	alloc := fairness.Allocate(snap.model, a.cfg.Correction, &a.loops)
 	plan := a.plan(snap, alloc)
 	res, repaired, err := a.apply(snap, plan)
-	step := Step{Time: now, Window: snap.model.Window, Plan: plan, Result: res, RepairedBurstable: repaired, Scales: a.cgroups.Scales(), Weights: a.cgroups.Held(),
+	step := Step{Time: now, Window: snap.model.Window, Plan: plan, Result: res, RepairedBurstable: repaired,
 		PodCgroupsFound: snap.found, Unmeasured: a.found.unmeasured, UnmeasuredPods: a.found.count, RunningPods: a.found.total}
 	for _, t := range snap.tenants {
 		step.Tenants = append(step.Tenants, t.step)

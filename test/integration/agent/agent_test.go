@@ -84,6 +84,7 @@ type world struct {
 	pods     map[string][]string // tenant → pod cgroups
 	threads  map[string]int      // tenant → spinning threads per pod
 	agent    *agent.Agent
+	backend  *cgroupfs.Backend // the last agent's cgroup backend
 	stop     func()
 	stateDir string // the agent's --state-dir, kept across agent restarts
 	source   discovery.Source
@@ -197,6 +198,7 @@ func (w *world) newAgent(period time.Duration) (*agent.Agent, cache.Cache, conte
 	if err != nil {
 		w.t.Fatal(err)
 	}
+	w.backend = backend
 	c, err := agent.NewCache(api.Config, scheme.Scheme, node)
 	if err != nil {
 		w.t.Fatal(err)

@@ -41,10 +41,10 @@ func TestFaults(t *testing.T) {
 	}
 	// scale is the factor the backend gives a pod's QoS cgroup (1 unless
 	// its weights are too small to split finely).
-	scale := func(cgroup string) int { return int(max(last.Scales[path.Dir(cgroup)], 1)) }
+	scale := func(cgroup string) int { return int(max(w.backend.Scales()[path.Dir(cgroup)], 1)) }
 	planned := func(cgroup string) int {
-		if w, ok := last.Weights[cgroup]; ok {
-			return int(w)
+		if v, ok := w.backend.Held()[cgroup]; ok {
+			return int(v)
 		}
 		return -1
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -144,39 +145,14 @@ func TestCPULimitedTenant(t *testing.T) {
 	ctx := context.Background()
 	var share kubefairv1.TenantShare
 	waitFor(t, "the report to carry the capped tenant's limit", func() bool {
-		var r kubefairv1.NodeShareReport
-		if err := w.k8s.Get(ctx, client.ObjectKey{Name: node}, &r); err != nil {
-			return false
-		}
-		for _, s := range r.Tenants {
-			if s.Name == "capped" {
-				share = s
-			}
-		}
+		share = w.reportShare("capped")
 		return share.LimitedShare > 0
 	})
 	if math.Abs(share.LimitedShare-0.1) > 0.005 || math.Abs(share.EntitledShare-0.1) > 0.01 {
 		t.Errorf("capped tenant's report: limited %.4f, entitled %.4f; want both 0.1", share.LimitedShare, share.EntitledShare)
 	}
 	waitFor(t, "Degraded=CPULimited on the capped tenant, and an event", func() bool {
-		var tn kubefairv1.Tenant
-		if err := w.k8s.Get(ctx, client.ObjectKey{Name: "capped"}, &tn); err != nil {
-			return false
-		}
-		c := meta.FindStatusCondition(tn.Status.Conditions, kubefairv1.ConditionDegraded)
-		if c == nil || c.Reason != kubefairv1.ReasonCPULimited || !strings.Contains(c.Message, "at most 10.0% of the node") {
-			return false
-		}
-		var events corev1.EventList
-		if err := w.k8s.List(ctx, &events); err != nil {
-			return false
-		}
-		for _, e := range events.Items {
-			if e.Reason == kubefairv1.EventCPULimited && e.InvolvedObject.Kind == "Tenant" && e.InvolvedObject.Name == "capped" {
-				return true
-			}
-		}
-		return false
+		return w.degradedWithEvent("capped", kubefairv1.ReasonCPULimited, kubefairv1.EventCPULimited, "at most 10.0% of the node")
 	})
 	var free kubefairv1.Tenant
 	if err := w.k8s.Get(ctx, client.ObjectKey{Name: "free"}, &free); err != nil {
@@ -185,4 +161,41 @@ func TestCPULimitedTenant(t *testing.T) {
 	if c := meta.FindStatusCondition(free.Status.Conditions, kubefairv1.ConditionDegraded); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("the tenant without limits is %+v, want not Degraded", c)
 	}
+}
+
+// reportShare is the tenant's entry in this node's report (zero when
+// there is none yet).
+func (w *world) reportShare(tenant string) kubefairv1.TenantShare {
+	var r kubefairv1.NodeShareReport
+	if err := w.k8s.Get(context.Background(), client.ObjectKey{Name: node}, &r); err != nil {
+		return kubefairv1.TenantShare{}
+	}
+	for _, s := range r.Tenants {
+		if s.Name == tenant {
+			return s
+		}
+	}
+	return kubefairv1.TenantShare{}
+}
+
+// degradedWithEvent tells whether the tenant is Degraded for reason, with
+// a message containing what, and a warning event of that reason was
+// recorded for it.
+func (w *world) degradedWithEvent(tenant, reason, event, what string) bool {
+	ctx := context.Background()
+	var tn kubefairv1.Tenant
+	if err := w.k8s.Get(ctx, client.ObjectKey{Name: tenant}, &tn); err != nil {
+		return false
+	}
+	c := meta.FindStatusCondition(tn.Status.Conditions, kubefairv1.ConditionDegraded)
+	if c == nil || c.Reason != reason || !strings.Contains(c.Message, what) {
+		return false
+	}
+	var events corev1.EventList
+	if err := w.k8s.List(ctx, &events); err != nil {
+		return false
+	}
+	return slices.ContainsFunc(events.Items, func(e corev1.Event) bool {
+		return e.Reason == event && e.InvolvedObject.Kind == "Tenant" && e.InvolvedObject.Name == tenant
+	})
 }

@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,18 +42,11 @@ func TestExtremeWeights(t *testing.T) {
 		t.Errorf("stock is only %.1f points off: the test does not contend as intended", stockErr)
 	}
 	ctx := context.Background()
-	share := func(name string) kubefairv1.TenantShare {
-		var r kubefairv1.NodeShareReport
-		if err := w.k8s.Get(ctx, client.ObjectKey{Name: node}, &r); err != nil {
-			t.Fatal(err)
+	share := w.reportShare
+	for _, n := range []string{"small", "large"} {
+		if share(n).Name != n {
+			t.Fatalf("no share of %s in the report", n)
 		}
-		for _, s := range r.Tenants {
-			if s.Name == name {
-				return s
-			}
-		}
-		t.Fatalf("no share of %s in the report", name)
-		return kubefairv1.TenantShare{}
 	}
 	weights := func(when string) {
 		small, _ := w.tree.Shares(w.pods["small"][0])
@@ -102,27 +93,9 @@ func TestExtremeWeights(t *testing.T) {
 	})
 	time.Sleep(3 * time.Second) // a report window of the new weights
 	waitFor(t, "the WeightRange bound in the small tenant's report, and Degraded=WeightBound with an event", func() bool {
-		if s := share("small"); s.Bound != kubefairv1.BoundWeightRange || s.AchievedShare < 0.02 {
-			return false
-		}
-		var tn kubefairv1.Tenant
-		if err := w.k8s.Get(ctx, client.ObjectKey{Name: "small"}, &tn); err != nil {
-			return false
-		}
-		c := meta.FindStatusCondition(tn.Status.Conditions, kubefairv1.ConditionDegraded)
-		if c == nil || c.Reason != kubefairv1.ReasonWeightBound || !strings.Contains(c.Message, "cgroup weight range") {
-			return false
-		}
-		var events corev1.EventList
-		if err := w.k8s.List(ctx, &events); err != nil {
-			return false
-		}
-		for _, e := range events.Items {
-			if e.Reason == kubefairv1.EventWeightBound && e.InvolvedObject.Kind == "Tenant" && e.InvolvedObject.Name == "small" {
-				return true
-			}
-		}
-		return false
+		s := share("small")
+		return s.Bound == kubefairv1.BoundWeightRange && s.AchievedShare >= 0.02 &&
+			w.degradedWithEvent("small", kubefairv1.ReasonWeightBound, kubefairv1.EventWeightBound, "cgroup weight range")
 	})
 	weights("within kubelet's 20 shares")
 	s := share("small")
