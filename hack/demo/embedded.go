@@ -24,7 +24,6 @@ import (
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
 	"github.com/kubefair/kubefair/node-agent/agent"
-	"github.com/kubefair/kubefair/node-agent/cgroupfs"
 	"github.com/kubefair/kubefair/test/harness/kubeapi"
 	"github.com/kubefair/kubefair/test/harness/podcgroups"
 )
@@ -132,14 +131,6 @@ func runEmbedded(stockFor, kubefairFor time.Duration) error {
 	printShares("stock (measured share of the CPU the demo's pods used)", stockShares)
 
 	say(fmt.Sprintf("starting the kubefair agent; showing `kubectl get tenants` for %s", kubefairFor))
-	h, err := cgroupfs.Detect(tree.Root)
-	if err != nil {
-		return err
-	}
-	backend, err := cgroupfs.NewBackend(h, filepath.Join(tmp, "agent-state"))
-	if err != nil {
-		return err
-	}
 	cache, err := agent.NewCache(api.Config, scheme.Scheme, node)
 	if err != nil {
 		return err
@@ -148,8 +139,9 @@ func runEmbedded(stockFor, kubefairFor time.Duration) error {
 	if !cache.WaitForCacheSync(ctx) {
 		return fmt.Errorf("agent cache did not sync")
 	}
-	a, err := agent.New(agent.Config{NodeName: node, Period: time.Second, ReportPeriod: 5 * time.Second, ProcRoot: "/proc", CPUs: runtime.NumCPU()},
-		agent.Options{Hierarchy: h, Cgroups: backend, Reader: cache, Writer: k, Log: logf.Log.WithName("agent")})
+	a, err := agent.New(agent.Config{NodeName: node, Period: time.Second, ReportPeriod: 5 * time.Second,
+		CgroupRoot: tree.Root, ProcRoot: "/proc", Backend: "cgroup", CPUs: runtime.NumCPU(), StateDir: filepath.Join(tmp, "agent-state")},
+		agent.Options{Reader: cache, Writer: k, Log: logf.Log.WithName("agent")})
 	if err != nil {
 		return err
 	}

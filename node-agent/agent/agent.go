@@ -38,12 +38,23 @@ type Config struct {
 	NodeName     string
 	Period       time.Duration
 	ReportPeriod time.Duration
-	ProcRoot     string
+	// CgroupRoot is where the host's cgroup filesystem is mounted;
+	// KubeletCgroupRoot and CgroupDriver are kubelet's cgroupRoot and
+	// cgroupDriver ("auto": whichever layout the node has).
+	CgroupRoot, KubeletCgroupRoot, CgroupDriver string
+	// ProcRoot is where the host's /proc is.
+	ProcRoot string
+	// Backend chooses the thread-level enforcement beside the pod cgroup
+	// weights: auto, cgroup (none), syscall or nice.
+	Backend string
+	// ContainerdAddress is containerd's socket, to discover containers
+	// ("" walks the cgroup tree), in ContainerdNamespace ("k8s.io").
+	ContainerdAddress, ContainerdNamespace string
 	// CPUs of the node that the pods share.
 	CPUs       int
 	Correction fairness.Correction
-	// StateDir keeps what the closed loops learnt across restarts; "" keeps
-	// it in memory only.
+	// StateDir keeps kubelet's original weights and what the closed loops
+	// learnt across restarts; "" keeps them in memory only.
 	StateDir string
 }
 
@@ -51,10 +62,7 @@ type Config struct {
 type Agent struct {
 	cfg      Config
 	log      logr.Logger
-	hier     *cgroupfs.Hierarchy
-	cgroups  *cgroupfs.Backend
-	threads  enforce.Backend // optional: syscall or nice
-	source   discovery.Source
+	node     *node
 	reader   client.Reader
 	writer   client.Client
 	bootID   string
@@ -182,9 +190,6 @@ type Step struct {
 	Tenants []TenantStep
 	Plan    enforce.Plan
 	Result  enforce.Result
-	// RepairedBurstable: the step undid kubelet's start-up weight of the
-	// Burstable QoS cgroup (cgroupfs.Backend.RepairBurstable).
-	RepairedBurstable bool
 	// PodCgroupsFound tells whether the node's running pods' cgroups were
 	// found; UnmeasuredPods counts the running pods without one (of
 	// RunningPods), Unmeasured those of each tenant.
@@ -196,12 +201,6 @@ type Step struct {
 
 // Options are the agent's collaborators.
 type Options struct {
-	Hierarchy *cgroupfs.Hierarchy
-	Cgroups   *cgroupfs.Backend
-	// Threads is the optional thread-level backend (syscall or nice).
-	Threads enforce.Backend
-	// Source discovers containers (containerd); nil walks the cgroup tree.
-	Source discovery.Source
 	// Reader serves Tenants and this node's Pods (an informer cache, so the
 	// last known state survives an unreachable API server).
 	Reader client.Reader
@@ -211,8 +210,11 @@ type Options struct {
 	Log     logr.Logger
 }
 
-// New makes an agent with a fresh boot id: cumulative counters start at
-// zero for every run of the agent, and the controller knows it by the id.
+// New makes an agent on this node as the config describes it (kubelet's
+// cgroup tree, the backends, discovery) with a fresh boot id: cumulative
+// counters start at zero for every run of the agent, and the controller
+// knows it by the id. The agent's main, the embedded demo and the
+// integration suite all make it here.
 func New(cfg Config, o Options) (*Agent, error) {
 	if cfg.NodeName == "" {
 		return nil, errors.New("agent: a node name is required (--node-name or $NODE_NAME)")
@@ -223,10 +225,17 @@ func New(cfg Config, o Options) (*Agent, error) {
 	if cfg.Correction == (fairness.Correction{}) {
 		cfg.Correction = fairness.DefaultCorrection
 	}
+	n, err := openNode(cfg, o.Log)
+	if err == nil {
+		err = n.discover(cfg)
+	}
+	if err != nil {
+		return nil, err
+	}
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	a := &Agent{
-		cfg: cfg, log: o.Log, hier: o.Hierarchy, cgroups: o.Cgroups, threads: o.Threads, source: o.Source,
+		cfg: cfg, log: o.Log, node: n,
 		reader: o.Reader, writer: o.Writer, metrics: o.Metrics, bootID: hex.EncodeToString(b),
 		kick: make(chan struct{}, 1), procs: procReader{root: cfg.ProcRoot}, relist: true, pods: map[string]*podState{}, billed: newBillingCounters(), window: map[string]*tenantWindow{},
 	}
@@ -319,10 +328,10 @@ type podRef struct {
 // to the tree.
 func (a *Agent) podCgroups(ctx context.Context) (map[string]*podRef, error) {
 	out := map[string]*podRef{} // by pod cgroup
-	if a.source != nil {
+	if a.node.source != nil {
 		containers, err := a.containers, error(nil)
 		if a.relist || a.sinceList >= discoveryRefreshPeriods {
-			containers, err = a.source.Containers(ctx)
+			containers, err = a.node.source.Containers(ctx)
 			a.containers, a.relist, a.sinceList = containers, err != nil, 0
 		}
 		a.sinceList++
@@ -341,7 +350,7 @@ func (a *Agent) podCgroups(ctx context.Context) (map[string]*podRef, error) {
 		}
 		a.log.V(1).Info("container runtime unavailable, walking the cgroup tree", "error", err.Error())
 	}
-	pods, err := a.hier.Pods()
+	pods, err := a.node.hier.Pods()
 	var notFound *cgroupfs.LayoutNotFoundError
 	if errors.As(err, &notFound) {
 		return out, nil // none to enforce; the PodCgroupsFound condition says why
@@ -369,8 +378,8 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	}
 	alloc := fairness.Allocate(snap.model, a.cfg.Correction, &a.loops)
 	plan := a.plan(snap, alloc)
-	res, repaired, err := a.apply(snap, plan)
-	step := Step{Time: now, Window: snap.model.Window, Plan: plan, Result: res, RepairedBurstable: repaired,
+	res, err := a.apply(snap, plan)
+	step := Step{Time: now, Window: snap.model.Window, Plan: plan, Result: res,
 		PodCgroupsFound: snap.found, Unmeasured: a.found.unmeasured, UnmeasuredPods: a.found.count, RunningPods: a.found.total}
 	for _, t := range snap.tenants {
 		step.Tenants = append(step.Tenants, t.step)
@@ -484,7 +493,7 @@ func (a *Agent) snapshot(ctx context.Context, now time.Time) (*snapshot, error) 
 		snap.tenants = append(snap.tenants, tp)
 	}
 	snap.model.Left = a.leftToTenants(tenantsCPU, dt)
-	a.billed.countNode(a.hier)
+	a.billed.countNode(a.node.hier)
 	return snap, nil
 }
 
@@ -540,7 +549,7 @@ func (a *Agent) listNode(ctx context.Context, cgroups map[string]*podRef, now ti
 		}
 		a.weightsAreRequests = weightsAreRequests
 	}
-	found, news := a.found.update(a.hier, running, discovered, func(p *corev1.Pod) (string, bool) {
+	found, news := a.found.update(a.node.hier, running, discovered, func(p *corev1.Pod) (string, bool) {
 		m, ok := classify(p, tenants.Items)
 		return m.tenant, ok
 	}, now)
@@ -583,18 +592,8 @@ func (a *Agent) plan(snap *snapshot, alloc fairness.Allocation) enforce.Plan {
 // apply restores the pods that left their tenant and hands the plan to
 // the backends; a tenant whose pods' weights the cgroup range cut is
 // marked (TenantStep.WeightRange).
-func (a *Agent) apply(snap *snapshot, plan enforce.Plan) (enforce.Result, bool, error) {
-	var errs []error
-	if len(snap.leaving) > 0 {
-		if err := a.cgroups.Restore(snap.leaving); err != nil {
-			errs = append(errs, err)
-		}
-		if a.threads != nil {
-			errs = append(errs, a.threads.Restore(snap.leaving))
-		}
-	}
-	res, err := a.cgroups.Apply(plan)
-	errs = append(errs, err)
+func (a *Agent) apply(snap *snapshot, plan enforce.Plan) (enforce.Result, error) {
+	res, err := a.node.apply(plan, snap.leaving)
 	if len(res.Clamped) > 0 {
 		byName := make(map[string]*TenantStep, len(snap.tenants))
 		for _, tp := range snap.tenants {
@@ -608,23 +607,13 @@ func (a *Agent) apply(snap *snapshot, plan enforce.Plan) (enforce.Result, bool, 
 			byName[tenantOf[cg]].WeightRange = true
 		}
 	}
-	repaired, err := a.cgroups.RepairBurstable(maps.Keys(snap.cgroups))
-	errs = append(errs, err)
-	if repaired {
+	if res.RepairedBurstable {
 		a.log.Info("kubelet left the Burstable QoS cgroup at its start-up weight; wrote the sum of its pods' weights, as kubelet will at its next QoS update")
-	}
-	if a.threads != nil {
-		tres, err := a.threads.Apply(plan)
-		errs = append(errs, err)
-		res.Writes += tres.Writes
-		res.Drift += tres.Drift
-		res.Vanished += tres.Vanished
-		res.ApproxErrorPoints = tres.ApproxErrorPoints
 	}
 	a.drift += int64(res.Drift)
 	a.procs.sweep()
-	a.hier.Sweep()
-	return res, repaired, errors.Join(errs...)
+	a.node.hier.Sweep()
+	return res, err
 }
 
 // account feeds the step to metrics and the report window, and writes the
@@ -660,7 +649,7 @@ func cpuLimitShare(pods []*podState, cpus int) float64 {
 // everything else, from the node's own CPU counter. It is 1 when the
 // counter cannot be read.
 func (a *Agent) leftToTenants(tenantsCPU, dt time.Duration) float64 {
-	usage, err := a.hier.NodeUsageNanoseconds()
+	usage, err := a.node.hier.NodeUsageNanoseconds()
 	readAt := time.Now()
 	prev, prevAt := a.nodeUsage, a.nodeReadAt
 	a.nodeUsage, a.nodeReadAt = usage, readAt
@@ -676,7 +665,7 @@ func (a *Agent) leftToTenants(tenantsCPU, dt time.Duration) float64 {
 // measure adds one pod's CPU, waiting time and active threads in the
 // period to its tenant's step.
 func (a *Agent) measure(ps *podState, containers []string, s *TenantStep, dt time.Duration) {
-	usage, err := a.hier.UsageNanoseconds(ps.cgroup)
+	usage, err := a.node.hier.UsageNanoseconds(ps.cgroup)
 	if err != nil {
 		a.relist = true // vanished: the runtime's list is out of date
 		return
@@ -699,12 +688,12 @@ func (a *Agent) measure(ps *podState, containers []string, s *TenantStep, dt tim
 		ps.cpu, ps.backlogged, ps.limit = 0, false, 0
 		return
 	}
-	if a.threads != nil || len(ps.pids) == 0 || ps.pidsAge%procsRefreshPeriods == 0 {
+	if a.node.threads != "" || len(ps.pids) == 0 || ps.pidsAge%procsRefreshPeriods == 0 {
 		ps.pids = ps.pids[:0]
 		for _, c := range containers {
-			ps.pids, _ = a.hier.AppendProcs(ps.pids, c)
+			ps.pids, _ = a.node.hier.AppendProcs(ps.pids, c)
 		}
-		ps.cpuLimit, _ = a.hier.CPULimit(ps.cgroup) // an unreadable quota counts as none
+		ps.cpuLimit, _ = a.node.hier.CPULimit(ps.cgroup) // an unreadable quota counts as none
 	}
 	ps.pidsAge++
 	pids := ps.pids
@@ -724,7 +713,7 @@ func (a *Agent) measure(ps *podState, containers []string, s *TenantStep, dt tim
 	// it (cgroup v2 with PSI: the time some thread of the pod was runnable
 	// and waiting, threads that exited meanwhile included), else the sum of
 	// its threads' waits from schedstat.
-	stall, psi, _ := a.hier.WaitNanoseconds(ps.cgroup)
+	stall, psi, _ := a.node.hier.WaitNanoseconds(ps.cgroup)
 	if psi && ps.seen && ps.stallSeen && stall >= ps.stall {
 		wait = time.Duration(float64(stall-ps.stall) * scale)
 	}
@@ -784,10 +773,17 @@ func (a *Agent) measure(ps *podState, containers []string, s *TenantStep, dt tim
 
 // RestoreAll puts kubelet's values back on every pod kubefair changed
 // (the agent's --restore-on-exit, after Run has returned).
-func (a *Agent) RestoreAll() error {
-	err := a.cgroups.Restore(a.cgroups.Managed())
-	if r, ok := a.threads.(interface{ RestoreAll() error }); ok {
-		err = errors.Join(err, r.RestoreAll())
+func (a *Agent) RestoreAll() error { return a.node.restoreAll() }
+
+// Backends are the agent's enforcement backends, coarse to fine (tests
+// read what they hold).
+func (a *Agent) Backends() []enforce.Backend { return a.node.backends }
+
+// BackendNames name the backends and the cgroup version, for the log.
+func (a *Agent) BackendNames() string {
+	names := fmt.Sprintf("cgroup v%d", a.node.hier.Mode)
+	for _, b := range a.node.backends[1:] {
+		names += ", " + b.Name()
 	}
-	return err
+	return names
 }

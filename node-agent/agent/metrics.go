@@ -60,7 +60,7 @@ func (m *Metrics) observe(s Step, took time.Duration) {
 	m.drift.Add(float64(s.Result.Drift))
 	m.unmeasured.Set(float64(s.UnmeasuredPods))
 	m.running.Set(float64(s.RunningPods))
-	if s.RepairedBurstable {
+	if s.Result.RepairedBurstable {
 		m.burstableRepairs.Inc()
 	}
 	m.loop.Observe(took.Seconds())

@@ -112,13 +112,8 @@ func (a *Agent) buildReport(now time.Time) *kubefairv1.NodeShareReport {
 	window := now.Sub(a.windowFrom)
 	capacity := float64(a.cfg.CPUs) * window.Seconds()
 	r := &kubefairv1.NodeShareReport{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.NodeName}}
-	r.Backend = kubefairv1.BackendCgroup
-	if a.threads != nil {
-		r.Backend = kubefairv1.Backend(a.threads.Name())
-	}
-	if k, ok := a.threads.(interface{ KernelABI() int }); ok {
-		r.KernelABI = int32(k.KernelABI())
-	}
+	r.Backend = kubefairv1.Backend(a.node.finest().Name())
+	r.KernelABI = int32(a.node.finest().KernelABI())
 	r.CPUs = int32(a.cfg.CPUs)
 	r.Window = metav1.Duration{Duration: window.Round(time.Millisecond)}
 	r.ObservedTime = metav1.NewTime(now)

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
+	"github.com/kubefair/kubefair/node-agent/enforce"
+	"github.com/kubefair/kubefair/node-agent/enforce/cgroup"
 )
 
 // TestBillingCounters: counters follow tenant UIDs, a tenant being deleted
@@ -65,7 +67,11 @@ func TestBillingCounters(t *testing.T) {
 // final counter, and carries the run's start and the node's counters.
 func TestReportCarriesWhatIsBilled(t *testing.T) {
 	boot := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
-	a := &Agent{cfg: Config{NodeName: "n1", CPUs: 2}, bootID: "b1", billed: newBillingCounters(),
+	cgroups, err := cgroup.NewBackend(nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Agent{cfg: Config{NodeName: "n1", CPUs: 2}, bootID: "b1", billed: newBillingCounters(), node: &node{backends: []enforce.Backend{cgroups}},
 		window: map[string]*tenantWindow{"shop": {cpu: int64(time.Second)}}, windowFrom: boot}
 	a.billed.begin(boot, []kubefairv1.Tenant{{ObjectMeta: metav1.ObjectMeta{Name: "shop", UID: "uid-2"}}})
 	a.billed.add(membership{tenant: "shop", uid: "uid-2"}, 4)
@@ -74,6 +80,9 @@ func TestReportCarriesWhatIsBilled(t *testing.T) {
 	r := a.buildReport(boot.Add(10 * time.Second))
 	if r.BootTime == nil || !r.BootTime.Time.Equal(boot) || r.Node == nil || r.Node.CPUNanoseconds != 30 || r.Node.PodsCPUNanoseconds != 20 {
 		t.Fatalf("report boot time %v, node %+v", r.BootTime, r.Node)
+	}
+	if r.Backend != kubefairv1.BackendCgroup || r.KernelABI != 0 {
+		t.Errorf("report names backend %q, kernel ABI %d; want cgroup, 0", r.Backend, r.KernelABI)
 	}
 	if len(r.Tenants) != 2 || r.Tenants[0].UID != "uid-1" || !r.Tenants[0].Final || r.Tenants[0].CPUNanoseconds != 9 || r.Tenants[0].AchievedShare != 0 ||
 		r.Tenants[1].UID != "uid-2" || r.Tenants[1].Final || r.Tenants[1].CPUNanoseconds != 4 || r.Tenants[1].AchievedShare != 0.05 {

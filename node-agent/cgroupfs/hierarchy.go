@@ -137,7 +137,7 @@ func (h *Hierarchy) Layout() (Layout, error) {
 	}
 	var looked []string
 	for _, d := range drivers {
-		l := layoutFor(d, h.kubeletRoot)
+		l := KubeletLayout(d, h.kubeletRoot)
 		dir := h.cpuDir(l.Kubepods)
 		if isDir(dir) {
 			h.layout = l
@@ -224,25 +224,25 @@ func (h *Hierarchy) Shares(native uint64) uint64 {
 
 func clampShares(s uint64) uint64 { return min(max(s, fairness.MinShares), fairness.MaxShares) }
 
-// maxNative is the largest weight the hierarchy stores.
-func (h *Hierarchy) maxNative() uint64 {
+// MaxNative is the largest weight the hierarchy stores.
+func (h *Hierarchy) MaxNative() uint64 {
 	if h.Mode == V2 {
 		return fairness.MaxWeight
 	}
 	return fairness.MaxShares
 }
 
-// minNative is the smallest weight the hierarchy stores.
-func (h *Hierarchy) minNative() uint64 {
+// MinNative is the smallest weight the hierarchy stores.
+func (h *Hierarchy) MinNative() uint64 {
 	if h.Mode == V2 {
 		return fairness.MinWeight
 	}
 	return fairness.MinShares
 }
 
-// clampNative keeps a native weight in the hierarchy's range.
-func (h *Hierarchy) clampNative(w uint64) uint64 {
-	return min(max(w, h.minNative()), h.maxNative())
+// ClampNative keeps a native weight in the hierarchy's range.
+func (h *Hierarchy) ClampNative(w uint64) uint64 {
+	return min(max(w, h.MinNative()), h.MaxNative())
 }
 
 // ReadWeight reads a cgroup's CPU weight in native units (cpu.shares or

@@ -39,10 +39,10 @@ type Layout struct {
 	Kubepods, Burstable, BestEffort string
 }
 
-// layoutFor is kubelet's layout for a driver and its cgroup root (as
+// KubeletLayout is kubelet's layout for a driver and its cgroup root (as
 // kubelet is given it: "/" by default; with the systemd driver a slice
 // such as "/kubelet.slice", whose name prefixes the slices below it).
-func layoutFor(d Driver, kubeletRoot string) Layout {
+func KubeletLayout(d Driver, kubeletRoot string) Layout {
 	if d == Systemd {
 		// kubelet names a systemd cgroup by its path components joined with
 		// "-": below /kubelet.slice, kubepods is kubelet-kubepods.slice.

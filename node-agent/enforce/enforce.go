@@ -1,10 +1,16 @@
 // Package enforce defines the one interface every enforcement backend
 // implements. The agent's loop computes a Plan each period and hands it to
-// its backends; a backend owns every write at its level (pod cgroups, thread
-// weights, nice values) and nothing else.
+// its backends in order; a backend owns every write at its level and
+// nothing else. The backends are peers below this folder: cgroup (pod
+// cgroup weights, on every node) and threads (thread weights through the
+// patched kernel's system call, or nice levels as an approximation).
 package enforce
 
-import "github.com/kubefair/kubefair/node-agent/fairness"
+import (
+	"iter"
+
+	"github.com/kubefair/kubefair/node-agent/fairness"
+)
 
 // Process is one process inside a pod.
 type Process struct {
@@ -50,6 +56,22 @@ type Plan struct {
 	Rescale bool
 }
 
+// Cgroups are every pod cgroup of the node: the tenants' and the others.
+func (p Plan) Cgroups() iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for _, pod := range p.Pods {
+			if !yield(pod.Cgroup) {
+				return
+			}
+		}
+		for _, cg := range p.Others {
+			if !yield(cg) {
+				return
+			}
+		}
+	}
+}
+
 // Result tells the loop what a backend did, for metrics and the report.
 type Result struct {
 	// Writes counts values written because they differed from the plan.
@@ -66,16 +88,35 @@ type Result struct {
 	// cut (cpu.shares 2–262144, cpu.weight 1–10000): their tenants'
 	// weights are not realised exactly there.
 	Clamped []string
+	// RepairedBurstable: the backend undid kubelet's start-up weight of the
+	// Burstable QoS cgroup (the cgroup backend).
+	RepairedBurstable bool
+}
+
+// Add counts another backend's result into r.
+func (r *Result) Add(o Result) {
+	r.Writes += o.Writes
+	r.Drift += o.Drift
+	r.Vanished += o.Vanished
+	r.ApproxErrorPoints = max(r.ApproxErrorPoints, o.ApproxErrorPoints)
+	r.Clamped = append(r.Clamped, o.Clamped...)
+	r.RepairedBurstable = r.RepairedBurstable || o.RepairedBurstable
 }
 
 // Backend applies one level of a Plan.
 type Backend interface {
 	// Name is what the NodeShareReport shows: "cgroup", "syscall" or "nice".
 	Name() string
+	// KernelABI is the version of kubefair's kernel ABI the backend uses,
+	// 0 when it uses none.
+	KernelABI() int
 	// Apply makes the plan true, writing only what differs. It must survive
 	// pods, processes and threads vanishing while it runs.
 	Apply(plan Plan) (Result, error)
 	// Restore puts back the values that were there before kubefair touched
 	// these pods (kubelet's shares, default thread weights).
 	Restore(pods []Pod) error
+	// RestoreAll puts back every value the backend changed and still
+	// holds (when the agent stops: an uninstall or an update).
+	RestoreAll() error
 }

@@ -27,9 +27,6 @@ import (
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
 	"github.com/kubefair/kubefair/node-agent/agent"
-	"github.com/kubefair/kubefair/node-agent/cgroupfs"
-	"github.com/kubefair/kubefair/node-agent/discovery"
-	"github.com/kubefair/kubefair/node-agent/enforce"
 	"github.com/kubefair/kubefair/node-agent/enforce/threads"
 	"github.com/kubefair/kubefair/node-agent/fairness"
 	"github.com/kubefair/kubefair/node-agent/seccomp"
@@ -81,77 +78,45 @@ func run() error {
 		}
 	}
 
-	hier, err := cgroupfs.Detect(*cgroupRoot)
-	if err != nil {
-		return err
+	if !(*gain > 0 && *gain <= 1) {
+		return fmt.Errorf("--correction-gain %v: want a value in (0, 1]", *gain)
 	}
-	driver, err := cgroupfs.ParseDriver(*cgroupDriver)
-	if err != nil {
-		return err
-	}
-	if hier, err = hier.ForKubelet(driver, *kubeletCgroupRoot); err != nil {
-		return err
-	}
-	cgroups, err := cgroupfs.NewBackend(hier, *stateDir)
-	if err != nil {
-		return err
-	}
-	threadBackend, threadKind, err := chooseThreads(*backend, *procRoot, *cpus)
-	if err != nil {
-		return err
-	}
+	correction := fairness.DefaultCorrection
+	correction.Gain = *gain
+	cfg := agent.Config{NodeName: *nodeName, Period: *period, ReportPeriod: *reportPeriod,
+		CgroupRoot: *cgroupRoot, KubeletCgroupRoot: *kubeletCgroupRoot, CgroupDriver: *cgroupDriver, ProcRoot: *procRoot,
+		Backend: *backend, ContainerdAddress: *containerdAddress, ContainerdNamespace: *containerdNamespace,
+		CPUs: *cpus, Correction: correction, StateDir: *stateDir}
 	if *restoreNow {
-		pods := cgroups.Managed()
-		if threadKind != "" { // threads first: the pod list is forgotten once restored
-			var pids []int
-			for _, p := range pods {
-				procs, _ := hier.Procs(p.Cgroup)
-				pids = append(pids, procs...)
-			}
-			if err := threads.ResetProcesses(*procRoot, threadKind, pids); err != nil {
-				log.Error(err, "resetting thread weights")
-			}
-		}
-		if err := cgroups.Restore(pods); err != nil {
+		n, err := agent.Restore(cfg, log)
+		if err != nil {
 			return err
 		}
-		log.Info("restored kubelet's weights", "pods", len(pods))
+		log.Info("restored kubelet's weights", "pods", n)
 		return nil
 	}
 
 	scheme := kruntime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(kubefairv1.AddToScheme(scheme))
-	cfg, err := ctrl.GetConfig()
+	rest, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("no Kubernetes API configuration: %w", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	cache, err := agent.NewCache(cfg, scheme, *nodeName)
+	cache, err := agent.NewCache(rest, scheme, *nodeName)
 	if err != nil {
 		return err
 	}
-	writer, err := client.New(cfg, client.Options{Scheme: scheme})
+	writer, err := client.New(rest, client.Options{Scheme: scheme})
 	if err != nil {
 		return err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
-	var source discovery.Source
-	if *containerdAddress != "" {
-		if source, err = discovery.NewContainerd(*containerdAddress, *containerdNamespace, hier); err != nil {
-			return err
-		}
-	}
-	if !(*gain > 0 && *gain <= 1) {
-		return fmt.Errorf("--correction-gain %v: want a value in (0, 1]", *gain)
-	}
-	correction := fairness.DefaultCorrection
-	correction.Gain = *gain
-	a, err := agent.New(agent.Config{NodeName: *nodeName, Period: *period, ReportPeriod: *reportPeriod, ProcRoot: *procRoot, CPUs: *cpus, StateDir: *stateDir, Correction: correction},
-		agent.Options{Hierarchy: hier, Cgroups: cgroups, Threads: threadBackend, Source: source, Reader: cache, Writer: writer, Metrics: agent.NewMetrics(reg), Log: log})
+	a, err := agent.New(cfg, agent.Options{Reader: cache, Writer: writer, Metrics: agent.NewMetrics(reg), Log: log})
 	if err != nil {
 		return err
 	}
@@ -178,7 +143,7 @@ func run() error {
 		return err
 	}
 	close(ready)
-	log.Info("enforcing", "node", *nodeName, "cgroup", fmt.Sprintf("v%d", hier.Mode), "threads", string(threadKind), "cpus", *cpus, "boot", a.BootID())
+	log.Info("enforcing", "node", *nodeName, "backends", a.BackendNames(), "cpus", *cpus, "boot", a.BootID())
 	if err := a.Run(ctx); err != nil {
 		return err
 	}
@@ -229,29 +194,4 @@ func confine(procRoot string) error {
 	ctrl.Log.WithName("setup").Info("seccomp filter installed: any system call outside the allow-list fails with EPERM",
 		"allowed", len(allowed), "sched_setweight", abi)
 	return nil
-}
-
-// chooseThreads picks the thread-level backend for --backend; "" means pod
-// cgroup weights only.
-func chooseThreads(backend, procRoot string, cpus int) (enforce.Backend, threads.Kind, error) {
-	switch backend {
-	case "cgroup":
-		return nil, "", nil
-	case "auto":
-		b, err := threads.New(procRoot, cpus)
-		if err != nil { // no patched kernel, or a seccomp profile that refuses the calls
-			ctrl.Log.WithName("setup").Info("thread weights off: pod cgroup weights only", "reason", err.Error())
-			return nil, "", nil
-		}
-		return b, threads.Syscall, nil
-	case "syscall":
-		b, err := threads.New(procRoot, cpus)
-		if err != nil {
-			return nil, "", fmt.Errorf("--backend syscall: %w; run the patched kernel or use --backend nice or cgroup", err)
-		}
-		return b, threads.Syscall, nil
-	case "nice":
-		return threads.NewNice(cpus), threads.Nice, nil
-	}
-	return nil, "", fmt.Errorf("--backend %q: want auto, cgroup, syscall or nice", backend)
 }

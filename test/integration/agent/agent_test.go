@@ -30,7 +30,7 @@ import (
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
 	"github.com/kubefair/kubefair/node-agent/agent"
 	"github.com/kubefair/kubefair/node-agent/cgroupfs"
-	"github.com/kubefair/kubefair/node-agent/discovery"
+	"github.com/kubefair/kubefair/node-agent/enforce/cgroup"
 	"github.com/kubefair/kubefair/node-agent/fairness"
 	"github.com/kubefair/kubefair/test/harness/containerd"
 	"github.com/kubefair/kubefair/test/harness/kubeapi"
@@ -84,10 +84,9 @@ type world struct {
 	pods     map[string][]string // tenant → pod cgroups
 	threads  map[string]int      // tenant → spinning threads per pod
 	agent    *agent.Agent
-	backend  *cgroupfs.Backend // the last agent's cgroup backend
+	backend  *cgroup.Backend // the last agent's cgroup backend
 	stop     func()
 	stateDir string // the agent's --state-dir, kept across agent restarts
-	source   discovery.Source
 	// runtime, when set, runs pods as containers through containerd and
 	// runc instead of placing burners in the cgroups directly.
 	runtime *containerd.Daemon
@@ -193,12 +192,6 @@ func (w *world) startAgent(period time.Duration) {
 // informer cache, and the world's state directory (so a new agent is a
 // restarted one). The caller runs it or steps it.
 func (w *world) newAgent(period time.Duration) (*agent.Agent, cache.Cache, context.Context, context.CancelFunc) {
-	h := w.hierarchy()
-	backend, err := cgroupfs.NewBackend(h, w.stateDir)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.backend = backend
 	c, err := agent.NewCache(api.Config, scheme.Scheme, node)
 	if err != nil {
 		w.t.Fatal(err)
@@ -209,11 +202,17 @@ func (w *world) newAgent(period time.Duration) (*agent.Agent, cache.Cache, conte
 	if !c.WaitForCacheSync(ctx) {
 		w.t.Fatal("agent cache did not sync")
 	}
-	a, err := agent.New(agent.Config{NodeName: node, Period: period, ReportPeriod: 2 * time.Second, ProcRoot: "/proc", CPUs: 2},
-		agent.Options{Hierarchy: h, Cgroups: backend, Source: w.source, Reader: c, Writer: w.k8s, Log: w.log("agent")})
+	cfg := agent.Config{NodeName: node, Period: period, ReportPeriod: 2 * time.Second,
+		CgroupRoot: podcgroups.HostCgroupRoot, KubeletCgroupRoot: w.tree.KubeletRoot, CgroupDriver: string(cgroupfs.Cgroupfs),
+		ProcRoot: "/proc", Backend: "cgroup", CPUs: 2, StateDir: w.stateDir}
+	if w.runtime != nil {
+		cfg.ContainerdAddress, cfg.ContainerdNamespace = w.runtime.Address, containerd.Namespace
+	}
+	a, err := agent.New(cfg, agent.Options{Reader: c, Writer: w.k8s, Log: w.log("agent")})
 	if err != nil {
 		w.t.Fatal(err)
 	}
+	w.backend = a.Backends()[0].(*cgroup.Backend)
 	return a, c, ctx, cancel
 }
 

@@ -161,7 +161,6 @@ func TestRuncContainers(t *testing.T) {
 	checkDiscovered()
 
 	entitled := w.entitled(map[string]int32{"solo": 1, "quad": 1})
-	w.source = src // the agent's, once it starts
 	_, _, stockErr, kfErr := w.stockThenKubefair("runc containers, weights 1:1", entitled)
 	if kfErr > 2 {
 		t.Errorf("kubefair's largest error is %.1f points, want ≤ 2", kfErr)

@@ -1,4 +1,6 @@
-package cgroupfs
+// Package cgroup is the cgroup enforcement backend: pod cgroup weights,
+// realised through kubelet's QoS hierarchy.
+package cgroup
 
 import (
 	"errors"
@@ -11,6 +13,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/kubefair/kubefair/node-agent/cgroupfs"
 	"github.com/kubefair/kubefair/node-agent/enforce"
 	"github.com/kubefair/kubefair/node-agent/fairness"
 	"github.com/kubefair/kubefair/node-agent/internal/statedir"
@@ -31,7 +34,7 @@ import (
 // which leaves every ratio between siblings, and so every share, as
 // planned.
 type Backend struct {
-	h        *Hierarchy
+	h        *cgroupfs.Hierarchy
 	stateDir statedir.Dir
 
 	mu sync.Mutex
@@ -41,7 +44,7 @@ type Backend struct {
 	// two, 1 when absent).
 	scale map[string]uint64
 	// burstableHealthy is the Burstable QoS weight (native units) last found
-	// or made healthy by RepairBurstable, which only the agent's loop calls.
+	// or made healthy by repairBurstable.
 	burstableHealthy uint64
 }
 
@@ -56,7 +59,7 @@ const stateFile = "cgroup-weights.json"
 
 // NewBackend loads what a previous run of the agent wrote, if anything.
 // stateDir "" keeps the state in memory only (unit tests).
-func NewBackend(h *Hierarchy, stateDir string) (*Backend, error) {
+func NewBackend(h *cgroupfs.Hierarchy, stateDir string) (*Backend, error) {
 	b := &Backend{h: h, stateDir: statedir.Dir(stateDir), scale: map[string]uint64{}}
 	if _, err := b.stateDir.Load(stateFile, &b.state); err != nil {
 		return nil, fmt.Errorf("reading the agent's state: %w", err)
@@ -73,6 +76,9 @@ func NewBackend(h *Hierarchy, stateDir string) (*Backend, error) {
 // Name is what the node's report shows.
 func (b *Backend) Name() string { return "cgroup" }
 
+// KernelABI is 0: cgroup weights need no patched kernel.
+func (b *Backend) KernelABI() int { return 0 }
+
 // resolution is the smallest weight, in native units, the scale aims to
 // give any pod: rounding it then moves its share by at most 0.5 %.
 const resolution = 100
@@ -83,9 +89,19 @@ const resolution = 100
 // weights, each level scaled for resolution where the plan allows it, and
 // only values that differ from those in place by more than 1 %. Cgroups
 // that no longer need a value of kubefair's get kubelet's back.
+//
+// It then repairs kubelet's start-up weight of the Burstable QoS cgroup
+// where needed (repairBurstable).
 func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	res, err := b.apply(plan)
+	repaired, rerr := b.repairBurstable(plan.Cgroups())
+	res.RepairedBurstable = repaired
+	return res, errors.Join(err, rerr)
+}
+
+func (b *Backend) apply(plan enforce.Plan) (enforce.Result, error) {
 	var res enforce.Result
 	var errs []error
 	// The levels: kubepods (Guaranteed pods and the QoS cgroups), and each
@@ -130,8 +146,8 @@ func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 		b.scale[parent] = k
 		for _, cg := range levels[parent] {
 			scaled := max(want[cg], 0) * float64(k)
-			v := b.h.clampNative(uint64(math.Round(scaled)))
-			if planned[cg] && (scaled < float64(b.h.minNative()) || scaled > float64(b.h.maxNative())) {
+			v := b.h.ClampNative(uint64(math.Round(scaled)))
+			if planned[cg] && (scaled < float64(b.h.MinNative()) || scaled > float64(b.h.MaxNative())) {
 				res.Clamped = append(res.Clamped, cg)
 			}
 			if planned[cg] || v != uint64(math.Round(kubelet[cg])) {
@@ -166,7 +182,7 @@ type tree struct {
 // (no error). The QoS cgroups weigh what kubelet gives them: Burstable
 // the sum of its pods' requests (as cpu.shares; at least the minimum),
 // BestEffort the minimum — computed, not read, so that kubelet's
-// start-up value of Burstable (RepairBurstable) does not count as its
+// start-up value of Burstable (repairBurstable) does not count as its
 // weight.
 func (b *Backend) readTree(plan enforce.Plan, res *enforce.Result) (tree, error) {
 	layout, err := b.h.Layout()
@@ -223,7 +239,7 @@ func (b *Backend) rescale(parent string, cgroups []string, want map[string]float
 		w := want[cg]
 		lo, hi = min(lo, max(w, 1e-3)), max(hi, w)
 	}
-	top := float64(b.h.maxNative())
+	top := float64(b.h.MaxNative())
 	k := max(b.scale[parent], 1)
 	if scaled := lo * float64(k); scaled < resolution || scaled >= 4*resolution || hi*float64(k) > top {
 		k = 1
@@ -308,6 +324,9 @@ func significant(have, want uint64) bool {
 	return (max(have, want)-min(have, want))*100 > have
 }
 
+// RestoreAll puts kubelet's value back on every cgroup kubefair changed.
+func (b *Backend) RestoreAll() error { return b.Restore(b.Managed()) }
+
 // Restore puts kubelet's value back for each pod and forgets it. A pod whose
 // cgroup is gone is simply forgotten.
 func (b *Backend) Restore(pods []enforce.Pod) error {
@@ -367,7 +386,7 @@ func (b *Backend) Managed() []enforce.Pod {
 
 func (b *Backend) save() error { return b.stateDir.Save(stateFile, b.state) }
 
-// RepairBurstable undoes a transient of kubelet's: when kubelet starts it
+// repairBurstable undoes a transient of kubelet's: when kubelet starts it
 // sets the Burstable QoS cgroup to the minimum weight (2 shares) and writes
 // the sum of its pods' requests only at its next QoS update, up to a minute
 // later. Meanwhile every Burstable pod together weighs 2 against the rest
@@ -382,9 +401,7 @@ func (b *Backend) save() error { return b.stateDir.Save(stateFile, b.state) }
 // a pod's cgroup). For the same reason a value found healthy stays so
 // until it changes: the pods are summed only then, and a steady period
 // costs one read. It reports whether it wrote.
-func (b *Backend) RepairBurstable(podCgroups iter.Seq[string]) (bool, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+func (b *Backend) repairBurstable(podCgroups iter.Seq[string]) (bool, error) {
 	layout, err := b.h.Layout()
 	if err != nil {
 		return false, nil // no kubepods: the agent reports that already

@@ -1,0 +1,154 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/go-logr/logr"
+
+	"github.com/kubefair/kubefair/node-agent/cgroupfs"
+	"github.com/kubefair/kubefair/node-agent/discovery"
+	"github.com/kubefair/kubefair/node-agent/enforce"
+	"github.com/kubefair/kubefair/node-agent/enforce/cgroup"
+	"github.com/kubefair/kubefair/node-agent/enforce/threads"
+)
+
+// node is what the agent reads and writes on its node: kubelet's cgroup
+// tree, the enforcement backends from coarse to fine (pod cgroups first,
+// then threads), and where containers are discovered.
+type node struct {
+	hier     *cgroupfs.Hierarchy
+	backends []enforce.Backend
+	// source discovers containers (containerd); nil walks the cgroup tree.
+	source   discovery.Source
+	procRoot string
+	threads  threads.Kind // "" when no thread backend runs
+}
+
+// openNode finds kubelet's cgroup tree as the config describes it and
+// opens the backends --backend asks for, with what a previous run left
+// in the state directory. Discovery is connected by the agent (discover):
+// a one-shot restore needs none.
+func openNode(cfg Config, log logr.Logger) (*node, error) {
+	hier, err := cgroupfs.Detect(cfg.CgroupRoot)
+	if err != nil {
+		return nil, err
+	}
+	driver, err := cgroupfs.ParseDriver(cfg.CgroupDriver)
+	if err != nil {
+		return nil, err
+	}
+	if hier, err = hier.ForKubelet(driver, cfg.KubeletCgroupRoot); err != nil {
+		return nil, err
+	}
+	cgroups, err := cgroup.NewBackend(hier, cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	n := &node{hier: hier, backends: []enforce.Backend{cgroups}, procRoot: cfg.ProcRoot}
+	th, err := chooseThreads(cfg.Backend, cfg.ProcRoot, cfg.CPUs, log)
+	if err != nil {
+		return nil, err
+	}
+	if th != nil {
+		n.backends = append(n.backends, th)
+		n.threads = threads.Kind(th.Name())
+	}
+	return n, nil
+}
+
+// discover connects the node to containerd, where the config names it.
+func (n *node) discover(cfg Config) error {
+	if cfg.ContainerdAddress == "" {
+		return nil
+	}
+	ns := cfg.ContainerdNamespace
+	if ns == "" {
+		ns = "k8s.io"
+	}
+	var err error
+	n.source, err = discovery.NewContainerd(cfg.ContainerdAddress, ns, n.hier)
+	return err
+}
+
+// chooseThreads picks the thread-level backend for --backend; nil means
+// pod cgroup weights only.
+func chooseThreads(backend, procRoot string, cpus int, log logr.Logger) (*threads.Backend, error) {
+	switch backend {
+	case "cgroup":
+		return nil, nil
+	case "auto", "":
+		b, err := threads.New(procRoot, cpus)
+		if err != nil { // no patched kernel, or a seccomp profile that refuses the calls
+			log.Info("thread weights off: pod cgroup weights only", "reason", err.Error())
+			return nil, nil
+		}
+		return b, nil
+	case "syscall":
+		b, err := threads.New(procRoot, cpus)
+		if err != nil {
+			return nil, fmt.Errorf("--backend syscall: %w; run the patched kernel or use --backend nice or cgroup", err)
+		}
+		return b, nil
+	case "nice":
+		return threads.NewNice(cpus), nil
+	}
+	return nil, fmt.Errorf("--backend %q: want auto, cgroup, syscall or nice", backend)
+}
+
+// Restore puts kubelet's weights back on every pod a previous agent
+// changed, from the state directory (`kubefair-agent --restore`), and
+// returns how many pod cgroups it restored. A fresh process does not know
+// which threads an earlier one weighed, so every thread of those pods
+// gets its default weight back — before the cgroups, whose list is
+// forgotten once restored.
+func Restore(cfg Config, log logr.Logger) (int, error) {
+	n, err := openNode(cfg, log)
+	if err != nil {
+		return 0, err
+	}
+	cgroups := n.backends[0].(*cgroup.Backend)
+	pods := cgroups.Managed()
+	var errs []error
+	if n.threads != "" {
+		var pids []int
+		for _, p := range pods {
+			procs, _ := n.hier.Procs(p.Cgroup)
+			pids = append(pids, procs...)
+		}
+		errs = append(errs, threads.ResetProcesses(n.procRoot, n.threads, pids))
+	}
+	errs = append(errs, cgroups.Restore(pods))
+	return len(pods), errors.Join(errs...)
+}
+
+// apply hands the plan to every backend, coarse to fine; restore first
+// gives the pods that left their tenant their defaults back.
+func (n *node) apply(plan enforce.Plan, leaving []enforce.Pod) (enforce.Result, error) {
+	var res enforce.Result
+	var errs []error
+	if len(leaving) > 0 {
+		for _, b := range n.backends {
+			errs = append(errs, b.Restore(leaving))
+		}
+	}
+	for _, b := range n.backends {
+		r, err := b.Apply(plan)
+		res.Add(r)
+		errs = append(errs, err)
+	}
+	return res, errors.Join(errs...)
+}
+
+// restoreAll puts back every value every backend changed.
+func (n *node) restoreAll() error {
+	var errs []error
+	for _, b := range n.backends {
+		errs = append(errs, b.RestoreAll())
+	}
+	return errors.Join(errs...)
+}
+
+// finest is the backend that weighs the finest level: what the node's
+// report names.
+func (n *node) finest() enforce.Backend { return n.backends[len(n.backends)-1] }
