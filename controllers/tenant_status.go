@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -81,6 +82,22 @@ func claimedNamespaces(t *kubefairv1.Tenant, namespaces []corev1.Namespace) (map
 	return claimed, nil
 }
 
+// enforceableClaim is what a tenant can hold: the first
+// maxTenantNamespaces of the namespaces it claims, by name, and how many it
+// claims in all. Conflicts are decided over it, so a namespace past
+// another tenant's cap is not lost to a tenant that cannot enforce it.
+func enforceableClaim(t *kubefairv1.Tenant, namespaces []corev1.Namespace) (map[string]bool, int, error) {
+	claimed, err := claimedNamespaces(t, namespaces)
+	if err != nil || len(claimed) <= maxTenantNamespaces {
+		return claimed, len(claimed), err
+	}
+	names := slices.Sorted(maps.Keys(claimed))
+	for _, ns := range names[maxTenantNamespaces:] {
+		delete(claimed, ns)
+	}
+	return claimed, len(names), nil
+}
+
 // claimsBefore orders tenants for a contested namespace: the older tenant
 // keeps it, and the name breaks ties, so every reconcile picks the same one.
 func claimsBefore(a, b *kubefairv1.Tenant) bool {
@@ -102,8 +119,8 @@ type namespaceResult struct {
 	owned     []string
 	conflicts []conflict
 	err       error // an unusable selector
-	// claimed is how many namespaces the tenant owns when that is more
-	// than owned holds (maxTenantNamespaces), else 0.
+	// claimed is how many namespaces the tenant claims when that is more
+	// than it can hold (maxTenantNamespaces), else 0.
 	claimed int
 }
 
@@ -111,21 +128,24 @@ type namespaceResult struct {
 // maxItems in the CRD): the scalability envelope's namespaces per cluster.
 const maxTenantNamespaces = 10000
 
-// resolveNamespaces gives the tenant every namespace it claims, minus those
-// an earlier tenant claims too.
+// resolveNamespaces gives the tenant every namespace it can hold
+// (enforceableClaim), minus those an earlier tenant holds too.
 func resolveNamespaces(t *kubefairv1.Tenant, tenants []kubefairv1.Tenant, namespaces []corev1.Namespace) namespaceResult {
-	mine, err := claimedNamespaces(t, namespaces)
+	mine, claimed, err := enforceableClaim(t, namespaces)
 	if err != nil {
 		return namespaceResult{err: err}
 	}
 	var res namespaceResult
+	if claimed > maxTenantNamespaces {
+		res.claimed = claimed
+	}
 	lost := map[string]bool{}
 	for i := range tenants {
 		other := &tenants[i]
 		if other.Name == t.Name || other.DeletionTimestamp != nil { // a tenant being deleted claims nothing
 			continue
 		}
-		theirs, err := claimedNamespaces(other, namespaces)
+		theirs, _, err := enforceableClaim(other, namespaces)
 		if err != nil {
 			continue // the other tenant reports its own bad selector
 		}
@@ -145,9 +165,6 @@ func resolveNamespaces(t *kubefairv1.Tenant, tenants []kubefairv1.Tenant, namesp
 		}
 	}
 	sort.Strings(res.owned)
-	if len(res.owned) > maxTenantNamespaces {
-		res.claimed, res.owned = len(res.owned), res.owned[:maxTenantNamespaces]
-	}
 	sort.Slice(res.conflicts, func(i, j int) bool {
 		a, b := res.conflicts[i], res.conflicts[j]
 		return a.namespace < b.namespace || (a.namespace == b.namespace && a.other < b.other)
@@ -171,7 +188,8 @@ type usageResult struct {
 	reportingNodes int32
 	// silent are the nodes that reported the tenant but stopped reporting.
 	silent []string
-	// recheck is when a report still counted goes stale, zero if none.
+	// recheck is when a report that still counts for the tenant goes
+	// stale, zero if none.
 	recheck time.Time
 }
 
@@ -205,10 +223,14 @@ func aggregateReports(t *kubefairv1.Tenant, reports []kubefairv1.NodeShareReport
 			}
 			continue
 		}
+		n := findUnmeasured(r, t.Name)
+		if share == nil && n == 0 {
+			continue // says nothing of this tenant: no reason to look again when it goes stale
+		}
 		if at := r.ObservedTime.Add(staleAfter(r)); res.recheck.IsZero() || at.Before(res.recheck) {
 			res.recheck = at
 		}
-		if n := findUnmeasured(r, t.Name); n > 0 {
+		if n > 0 {
 			why := "its agent cannot find their cgroups"
 			if c := meta.FindStatusCondition(r.Conditions, kubefairv1.ConditionPodCgroupsFound); c != nil && c.Status == metav1.ConditionFalse {
 				why = c.Reason + ": " + c.Message
@@ -473,7 +495,7 @@ func setConditions(st *kubefairv1.TenantStatus, generation int64, tier tierResul
 			Message: "no existing namespace matches spec.namespaces or spec.namespaceSelector"}
 	case ns.claimed > 0:
 		degraded = metav1.Condition{Type: kubefairv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonTooManyNamespaces,
-			Message: fmt.Sprintf("the tenant owns %d namespaces; only the first %d by name are enforced: narrow spec.namespaceSelector", ns.claimed, len(ns.owned))}
+			Message: fmt.Sprintf("the tenant claims %d namespaces; only the first %d by name can be enforced: narrow spec.namespaceSelector", ns.claimed, maxTenantNamespaces)}
 	case len(usage.unmeasured) > 0:
 		degraded = metav1.Condition{Type: kubefairv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonPodsUnmeasured,
 			Message: nodesMessage(usage.unmeasured)}
@@ -494,8 +516,20 @@ func setConditions(st *kubefairv1.TenantStatus, generation int64, tier tierResul
 
 	ready := metav1.Condition{Type: kubefairv1.ConditionReady, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonResolved,
 		Message: fmt.Sprintf("weight %d over %d namespace(s)", tier.weight, len(ns.owned))}
-	if tier.condition.Status != metav1.ConditionTrue || ns.err != nil || len(ns.owned) == 0 {
-		ready = metav1.Condition{Type: kubefairv1.ConditionReady, Status: metav1.ConditionFalse, Reason: degraded.Reason, Message: degraded.Message}
+	// Ready is False for what leaves the tenant nothing to enforce, and
+	// says which: a conflict it partly lost ranks first for Degraded, but
+	// is no reason for Ready.
+	switch {
+	case ns.err != nil:
+		ready = metav1.Condition{Type: kubefairv1.ConditionReady, Status: metav1.ConditionFalse, Reason: kubefairv1.ReasonInvalidSelector,
+			Message: fmt.Sprintf("spec.namespaceSelector cannot be used: %v", ns.err)}
+	case tier.condition.Status != metav1.ConditionTrue:
+		ready = metav1.Condition{Type: kubefairv1.ConditionReady, Status: metav1.ConditionFalse, Reason: tier.condition.Reason, Message: tier.condition.Message}
+	case len(ns.owned) == 0 && len(ns.conflicts) > 0:
+		ready = metav1.Condition{Type: kubefairv1.ConditionReady, Status: metav1.ConditionFalse, Reason: kubefairv1.ReasonNamespaceConflict, Message: conflictMessage(ns.conflicts)}
+	case len(ns.owned) == 0:
+		ready = metav1.Condition{Type: kubefairv1.ConditionReady, Status: metav1.ConditionFalse, Reason: kubefairv1.ReasonNoNamespaces,
+			Message: "no existing namespace matches spec.namespaces or spec.namespaceSelector"}
 	}
 	set(ready)
 }

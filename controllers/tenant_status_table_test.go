@@ -319,6 +319,8 @@ func TestAggregateReportsTable(t *testing.T) {
 		{name: "a node without the tenant does not dilute its shares", reports: []kubefairv1.NodeShareReport{
 			nodeReport("n1", 2, 5*time.Second, shopShare(0.5, 0.4)), nodeReport("idle", 14, time.Second)},
 			want: want{entitled: "50.0%", achieved: "40.0%", nodes: 1, recheckIn: 25 * time.Second}},
+		{name: "a fresh report without the tenant asks for no recheck", reports: []kubefairv1.NodeShareReport{nodeReport("idle", 14, time.Second)},
+			want: want{noRecheck: true}},
 		{name: "a stale report is silent and not counted", reports: []kubefairv1.NodeShareReport{
 			nodeReport("n1", 2, 5*time.Second, shopShare(0.5, 0.4)), nodeReport("n2", 6, 31*time.Second, shopShare(0.9, 0.9))},
 			want: want{entitled: "50.0%", achieved: "40.0%", nodes: 1, silent: []string{"n2"}, recheckIn: 25 * time.Second}},
@@ -469,6 +471,9 @@ func TestSetConditionsTable(t *testing.T) {
 		{name: "an unusable selector", tier: tierFound, ns: badSelector,
 			want:     all("False/InvalidSelector", "True/TierFound", "False/AwaitingReports", "True/InvalidSelector", "True/Accruing"),
 			messages: map[string]string{kubefairv1.ConditionReady: "spec.namespaceSelector cannot be used: bad operator"}},
+		{name: "a missing tier, and a conflict it lost: Ready names the tier", tier: tierMissing, ns: lostOne, usage: reporting,
+			want:     all("False/TierNotFound", "False/TierNotFound", "True/Reported", "True/NamespaceConflict", "False/PriceUnknown"),
+			messages: map[string]string{kubefairv1.ConditionReady: `PricingTier "gold" does not exist`}},
 		{name: "an unusable selector before a missing tier", tier: tierMissing, ns: badSelector,
 			want: all("False/InvalidSelector", "False/TierNotFound", "False/AwaitingReports", "True/InvalidSelector", "False/PriceUnknown")},
 		{name: "a missing tier before no namespaces", tier: tierMissing, ns: namespaceResult{},

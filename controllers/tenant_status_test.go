@@ -3,6 +3,7 @@ package controllers
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -209,11 +210,18 @@ func TestTooManyNamespaces(t *testing.T) {
 	if len(ns.owned) != maxTenantNamespaces || ns.owned[0] != "ns-00000" || ns.claimed != maxTenantNamespaces+5 {
 		t.Fatalf("owned %d (first %q), claimed %d", len(ns.owned), ns.owned[0], ns.claimed)
 	}
+	// A namespace past the older tenant's cap is not lost to it: a younger
+	// tenant naming it holds it, with no conflict.
+	late := &kubefairv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "late", CreationTimestamp: metav1.NewTime(time.Now())},
+		Spec: kubefairv1.TenantSpec{Namespaces: []string{nss[maxTenantNamespaces].Name}}}
+	if got := resolveNamespaces(late, []kubefairv1.Tenant{*tn, *late}, nss); !slices.Equal(got.owned, []string{nss[maxTenantNamespaces].Name}) || len(got.conflicts) != 0 {
+		t.Errorf("the younger tenant holds %v with conflicts %v; want %s alone", got.owned, got.conflicts, nss[maxTenantNamespaces].Name)
+	}
 	st := &kubefairv1.TenantStatus{}
 	tier := tierResult{condition: metav1.Condition{Type: kubefairv1.ConditionTierResolved, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonDirectWeight}}
 	setConditions(st, 1, tier, ns, usageResult{}, billingResult{}, nil, metav1.Now())
 	if d := meta.FindStatusCondition(st.Conditions, kubefairv1.ConditionDegraded); d.Reason != kubefairv1.ReasonTooManyNamespaces ||
-		!strings.Contains(d.Message, fmt.Sprintf("owns %d namespaces; only the first %d", maxTenantNamespaces+5, maxTenantNamespaces)) {
+		!strings.Contains(d.Message, fmt.Sprintf("claims %d namespaces; only the first %d", maxTenantNamespaces+5, maxTenantNamespaces)) {
 		t.Errorf("Degraded = %s: %q", d.Reason, d.Message)
 	}
 }

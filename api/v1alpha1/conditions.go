@@ -2,8 +2,9 @@ package v1alpha1
 
 // Condition types set on a Tenant.
 const (
-	// ConditionReady is True when the tenant's weight and namespaces are
-	// resolved and nothing degrades it.
+	// ConditionReady is True when the tenant's weight and at least one
+	// namespace are resolved: there is something to enforce. What cannot
+	// be honoured beside that is Degraded's.
 	ConditionReady = "Ready"
 	// ConditionTierResolved is True when spec.tier names an existing tier,
 	// or when spec.weight is used.
