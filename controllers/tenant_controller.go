@@ -239,6 +239,8 @@ func (r *TenantReconciler) recordTransitions(t *kubefairv1.Tenant, next *kubefai
 			r.Recorder.Eventf(t, nil, corev1.EventTypeWarning, kubefairv1.EventPodsUnmeasured, actionMeasurePods, "%s", c.Message)
 		case c.Type == kubefairv1.ConditionDegraded && c.Reason == kubefairv1.ReasonCPULimited && !was(c.Type, c.Reason):
 			r.Recorder.Eventf(t, nil, corev1.EventTypeWarning, kubefairv1.EventCPULimited, actionEntitle, "%s", c.Message)
+		case c.Type == kubefairv1.ConditionDegraded && c.Reason == kubefairv1.ReasonExclusiveCPUs && !was(c.Type, c.Reason):
+			r.Recorder.Eventf(t, nil, corev1.EventTypeWarning, kubefairv1.EventExclusiveCPUs, actionEntitle, "%s", c.Message)
 		case c.Type == kubefairv1.ConditionDegraded && c.Reason == kubefairv1.ReasonWeightBound && !was(c.Type, c.Reason):
 			r.Recorder.Eventf(t, nil, corev1.EventTypeWarning, kubefairv1.EventWeightBound, actionEntitle, "%s", c.Message)
 		case c.Type == kubefairv1.ConditionDegraded && c.Reason == kubefairv1.ReasonWorkloadsOverlap && !was(c.Type, c.Reason):

@@ -182,7 +182,10 @@ type usageResult struct {
 	limited []string
 	// bounded says, per node where its weight hit one of kubefair's
 	// bounds, which one and how far off it left the tenant.
-	bounded        []string
+	bounded []string
+	// exclusive says, per node where kubelet's static CPU manager gives
+	// its pods CPUs of their own, how many.
+	exclusive      []string
 	entitled       string
 	achieved       string
 	reportingNodes int32
@@ -243,6 +246,9 @@ func aggregateReports(t *kubefairv1.Tenant, reports []kubefairv1.NodeShareReport
 		res.reportingNodes++
 		if share.LimitedShare > 0 {
 			res.limited = append(res.limited, fmt.Sprintf("on node %s the CPU limits of its pods let it use at most %.1f%% of the node, less than its weight entitles it to; the rest goes to other tenants (raise or remove the limits to get it)", r.Name, 100*share.LimitedShare))
+		}
+		if share.ExclusiveCPUs > 0 {
+			res.exclusive = append(res.exclusive, fmt.Sprintf("on node %s kubelet's static CPU manager gives its pods %d CPU(s) of their own: those pods run outside the shared pool kubefair divides by weight, and outside its entitled and achieved shares (their CPU time is billed)", r.Name, share.ExclusiveCPUs))
 		}
 		if share.Bound != "" {
 			res.bounded = append(res.bounded, fmt.Sprintf("on node %s %s: it achieved %.1f%% of the node where it is entitled to %.1f%%", r.Name, boundMessage[share.Bound], 100*share.AchievedShare, 100*share.EntitledShare))
@@ -502,6 +508,9 @@ func setConditions(st *kubefairv1.TenantStatus, generation int64, tier tierResul
 	case len(usage.limited) > 0:
 		degraded = metav1.Condition{Type: kubefairv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonCPULimited,
 			Message: nodesMessage(usage.limited)}
+	case len(usage.exclusive) > 0:
+		degraded = metav1.Condition{Type: kubefairv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonExclusiveCPUs,
+			Message: nodesMessage(usage.exclusive)}
 	case len(usage.bounded) > 0:
 		degraded = metav1.Condition{Type: kubefairv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonWeightBound,
 			Message: nodesMessage(usage.bounded)}

@@ -294,6 +294,8 @@ func TestAggregateReportsTable(t *testing.T) {
 	limited.LimitedShare = 0.3
 	bounded := shopShare(0.5, 0.2)
 	bounded.Bound = kubefairv1.BoundCorrection
+	exclusive := shopShare(0, 0)
+	exclusive.ExclusiveCPUs = 2
 	unmeasured := nodeReport("blind", 4, time.Second)
 	unmeasured.Unmeasured = []kubefairv1.UnmeasuredPods{{Tenant: "other", Pods: 1}, {Tenant: "shop", Pods: 2}}
 	staleBlind := nodeReport("blind", 4, time.Minute)
@@ -303,6 +305,7 @@ func TestAggregateReportsTable(t *testing.T) {
 		nodes                       int32
 		silent                      []string
 		limited, bounded, blind     int
+		exclusive                   string        // the message's part, "" for none
 		recheckIn                   time.Duration // after tableNow
 		noRecheck                   bool
 		unmeasuredMessageContaining string
@@ -344,6 +347,10 @@ func TestAggregateReportsTable(t *testing.T) {
 		{name: "limited and bounded per node", reports: []kubefairv1.NodeShareReport{
 			nodeReport("n1", 2, 5*time.Second, limited), nodeReport("n2", 2, 5*time.Second, bounded)},
 			want: want{entitled: "50.0%", achieved: "25.0%", nodes: 2, limited: 1, bounded: 1, recheckIn: 25 * time.Second}},
+		{name: "exclusive CPUs on one node, shares from the other", reports: []kubefairv1.NodeShareReport{
+			nodeReport("n1", 2, 5*time.Second, shopShare(0.5, 0.4)), nodeReport("pinned", 2, 5*time.Second, exclusive)},
+			want: want{entitled: "25.0%", achieved: "20.0%", nodes: 2, recheckIn: 25 * time.Second,
+				exclusive: "on node pinned kubelet's static CPU manager gives its pods 2 CPU(s) of their own"}},
 		{name: "unmeasured pods without a node condition", reports: []kubefairv1.NodeShareReport{unmeasured},
 			want: want{blind: 1, recheckIn: 29 * time.Second,
 				unmeasuredMessageContaining: "node blind runs 2 pod(s) of this tenant that are neither enforced nor measured (its agent cannot find their cgroups)"}},
@@ -360,6 +367,9 @@ func TestAggregateReportsTable(t *testing.T) {
 			}
 			if len(got.limited) != w.limited || len(got.bounded) != w.bounded || len(got.unmeasured) != w.blind {
 				t.Errorf("limited %q, bounded %q, unmeasured %q; want %d, %d, %d", got.limited, got.bounded, got.unmeasured, w.limited, w.bounded, w.blind)
+			}
+			if (w.exclusive == "") != (len(got.exclusive) == 0) || (w.exclusive != "" && !strings.Contains(got.exclusive[0], w.exclusive)) {
+				t.Errorf("exclusive %q, want %q", got.exclusive, w.exclusive)
 			}
 			if w.unmeasuredMessageContaining != "" && (len(got.unmeasured) == 0 || !strings.Contains(got.unmeasured[0], w.unmeasuredMessageContaining)) {
 				t.Errorf("unmeasured %q, want one containing %q", got.unmeasured, w.unmeasuredMessageContaining)
@@ -491,6 +501,8 @@ func TestSetConditionsTable(t *testing.T) {
 		{name: "several nodes unmeasured", tier: tierFound, ns: owned, usage: usageResult{reportingNodes: 1, unmeasured: []string{"node a", "node b", "node c"}},
 			want:     all("True/Resolved", "True/TierFound", "True/Reported", "True/PodsUnmeasured", "True/Accruing"),
 			messages: map[string]string{kubefairv1.ConditionDegraded: "node a; and 2 more node(s)"}},
+		{name: "exclusive CPUs before a weight bound", tier: tierFound, ns: owned, usage: usageResult{reportingNodes: 1, exclusive: []string{"on node n1 …"}, bounded: []string{"on node n1 …"}},
+			want: all("True/Resolved", "True/TierFound", "True/Reported", "True/ExclusiveCPUs", "True/Accruing")},
 		{name: "weight bound before a workload overlap", tier: tierFound, ns: owned, usage: usageResult{reportingNodes: 1, bounded: []string{"on node n1 …"}},
 			overlaps: overlap,
 			want:     all("True/Resolved", "True/TierFound", "True/Reported", "True/WeightBound", "True/Accruing")},

@@ -62,6 +62,10 @@ const (
 	// closed loop's range) and it is more than a point off its
 	// entitlement (the message says where, which bound and how far).
 	ReasonWeightBound = "WeightBound"
+	// ReasonExclusiveCPUs: on some node kubelet's static CPU manager gives
+	// the tenant's pods CPUs of their own, outside the shared pool that
+	// kubefair divides by weight (the message says where and how many).
+	ReasonExclusiveCPUs = "ExclusiveCPUs"
 )
 
 // FinalizerFinalBill keeps a deleted Tenant until its last CPU is in the
@@ -155,4 +159,7 @@ const (
 	// EventWeightBound: the tenant's weight hit one of kubefair's bounds
 	// on some node.
 	EventWeightBound = "WeightBound"
+	// EventExclusiveCPUs: some of the tenant's pods run on exclusive CPUs,
+	// outside kubefair's weights.
+	EventExclusiveCPUs = "ExclusiveCPUs"
 )

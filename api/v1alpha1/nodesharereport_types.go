@@ -55,6 +55,14 @@ type TenantShare struct {
 	// 1/8–8 range). Empty: no bound hit, or not off by more than a point.
 	// +optional
 	Bound WeightBound `json:"bound,omitempty"`
+	// ExclusiveCPUs are the CPUs kubelet's static CPU manager gave the
+	// tenant's pods alone at the end of the window. Those pods run outside
+	// the shared pool kubefair divides by weight: they are not weighed, and
+	// their CPU is in neither EntitledShare nor AchievedShare (it is in
+	// CPUNanoseconds, so billed).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ExclusiveCPUs int32 `json:"exclusiveCPUs,omitempty"`
 	// RunnableThreads seen at the end of the window.
 	RunnableThreads int32 `json:"runnableThreads"`
 	// Pods of the tenant on the node.

@@ -130,6 +130,13 @@ type podState struct {
 	// procsRefreshPeriods busy periods (pidsAge counts them).
 	pids    []int
 	pidsAge int
+	// exclusive is the CPUs the pod's containers hold alone (kubelet's
+	// static CPU manager; exclusive.go), read again every
+	// discoveryRefreshPeriods periods (cpusAge counts them); weighed: the
+	// pod was in the last plan.
+	exclusive int
+	cpusAge   int
+	weighed   bool
 }
 
 // discoveryRefreshPeriods is how many periods the runtime's container list
@@ -161,6 +168,8 @@ type tenantWindow struct {
 	// weightRange, bounded: some step of the window hit a bound
 	// (TenantStep).
 	weightRange, bounded bool
+	// exclusive is the tenant's exclusive CPUs in the window's last step.
+	exclusive int32
 }
 
 // TenantStep is one tenant's figures for one period.
@@ -181,6 +190,10 @@ type TenantStep struct {
 	// correction while it was still off its entitlement; WeightRange:
 	// some of its pods' weights were clamped to the cgroup weight range.
 	Bounded, WeightRange bool
+	// ExclusiveCPUs are the CPUs kubelet's static CPU manager gives the
+	// tenant's pods alone: those pods are outside the allocation and the
+	// figures above (their CPU time is billed).
+	ExclusiveCPUs int
 }
 
 // Step is one period's outcome.
@@ -382,7 +395,14 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	step := Step{Time: now, Window: snap.model.Window, Plan: plan, Result: res,
 		PodCgroupsFound: snap.found, Unmeasured: a.found.unmeasured, UnmeasuredPods: a.found.count, RunningPods: a.found.total}
 	for _, t := range snap.tenants {
+		if x := snap.exclusive[t.step.Name]; x != nil {
+			t.step.ExclusiveCPUs = x.ExclusiveCPUs
+			delete(snap.exclusive, t.step.Name)
+		}
 		step.Tenants = append(step.Tenants, t.step)
+	}
+	for _, name := range slices.Sorted(maps.Keys(snap.exclusive)) { // tenants with exclusive pods only
+		step.Tenants = append(step.Tenants, *snap.exclusive[name])
 	}
 	return step, errors.Join(err, a.account(ctx, step, time.Since(start)))
 }
@@ -393,9 +413,13 @@ type snapshot struct {
 	model   fairness.Snapshot
 	tenants []*tenantPods // in model.Tenants' order
 	cgroups map[string]*podRef
-	// leaving are the pods kubefair weighed that left their tenant.
+	// leaving are the pods kubefair weighed that left their tenant (or
+	// the shared pool).
 	leaving []enforce.Pod
 	found   metav1.Condition
+	// exclusive are the tenants whose pods hold exclusive CPUs, with how
+	// many.
+	exclusive map[string]*TenantStep
 }
 
 // tenantPods is one tenant's pods on the node, by workload in the model's
@@ -425,9 +449,10 @@ func (a *Agent) snapshot(ctx context.Context, now time.Time) (*snapshot, error) 
 	}
 
 	// Classify and measure every pod cgroup that belongs to a tenant.
-	snap := &snapshot{cgroups: cgroups, found: found}
+	snap := &snapshot{cgroups: cgroups, found: found, exclusive: map[string]*TenantStep{}}
 	acc := map[string]*tenantPods{}
 	current := map[string]bool{}
+	pool := sharedPool{a: a, cgroups: cgroups, pods: byUID}
 	for cg, ref := range cgroups {
 		uid := ref.uid
 		pod := byUID[uid]
@@ -449,6 +474,22 @@ func (a *Agent) snapshot(ctx context.Context, now time.Time) (*snapshot, error) 
 			a.pods[cg] = ps
 		}
 		ps.member = member
+		if pool.exclusive(ps, pod, ref.containers) > 0 {
+			// Outside the allocation, billed (measure) all the same.
+			if ps.weighed {
+				snap.leaving = append(snap.leaving, enforce.Pod{Cgroup: cg, UID: uid, Processes: ps.processes})
+			}
+			ps.weighed = false
+			x := snap.exclusive[member.tenant]
+			if x == nil {
+				x = &TenantStep{Name: member.tenant, Weight: member.weight}
+				snap.exclusive[member.tenant] = x
+			}
+			x.ExclusiveCPUs += ps.exclusive
+			a.measure(ps, ref.containers, &TenantStep{}, dt)
+			continue
+		}
+		ps.weighed = true
 		tp := acc[member.tenant]
 		if tp == nil {
 			tp = &tenantPods{step: TenantStep{Name: member.tenant, Weight: member.weight}}

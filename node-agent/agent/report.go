@@ -49,6 +49,7 @@ func (a *Agent) accumulate(step Step) {
 		}
 		w.weightRange = w.weightRange || t.WeightRange
 		w.bounded = w.bounded || t.Bounded
+		w.exclusive = int32(t.ExclusiveCPUs)
 	}
 }
 
@@ -99,7 +100,7 @@ func (a *Agent) finishReport() error {
 			older.backlogged = older.backlogged || newer.backlogged
 			older.weightRange = older.weightRange || newer.weightRange
 			older.bounded = older.bounded || newer.bounded
-			older.limit = newer.limit
+			older.limit, older.exclusive = newer.limit, newer.exclusive
 			older.runnable, older.podsNow = newer.runnable, newer.podsNow
 		}
 		a.window[name] = older
@@ -135,6 +136,7 @@ func (a *Agent) buildReport(now time.Time) *kubefairv1.NodeShareReport {
 			share.RunnableThreads, share.Pods = w.runnable, w.podsNow
 			share.LimitedShare = round4(w.limit)
 			share.Bound = w.bound(share)
+			share.ExclusiveCPUs = w.exclusive
 			entitled = append(entitled, share.EntitledShare)
 			achieved = append(achieved, share.AchievedShare)
 			backlogged = append(backlogged, share.Backlogged)

@@ -20,6 +20,7 @@ import (
 	"github.com/containerd/cgroups/v3/cgroup1"
 	"github.com/containerd/cgroups/v3/cgroup2"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"k8s.io/utils/cpuset"
 
 	"github.com/kubefair/kubefair/node-agent/fairness"
 	"github.com/kubefair/kubefair/node-agent/internal/statfile"
@@ -39,6 +40,9 @@ type Hierarchy struct {
 	// cpu and cpuacct are the mounts of the cpu and cpuacct controllers
 	// (v1; the same directory when co-mounted), or the unified root (v2).
 	cpu, cpuacct string
+	// cpuset is the cpuset controller's mount (v1; "" when the node has
+	// none), or the unified root (v2).
+	cpuset string
 	// kubeletRoot is kubelet's cgroupRoot, the cgroup that holds kubepods,
 	// as runtimes spell cgroup paths ("/" by default). Every cgroup path
 	// the package takes or gives is relative to it.
@@ -64,7 +68,7 @@ func Detect(root string) (*Hierarchy, error) {
 		if !strings.Contains(" "+strings.TrimSpace(string(data))+" ", " cpu ") {
 			return nil, fmt.Errorf("cgroup v2 at %s has no cpu controller enabled", root)
 		}
-		return &Hierarchy{Mode: V2, cpu: root, cpuacct: root, kubeletRoot: "/", driver: AutoDriver, files: &statfile.Files{}, handles: &handles{}}, nil
+		return &Hierarchy{Mode: V2, cpu: root, cpuacct: root, cpuset: root, kubeletRoot: "/", driver: AutoDriver, files: &statfile.Files{}, handles: &handles{}}, nil
 	}
 	// v1: root/cpu is the cpu controller (a directory, or the usual symlink
 	// to a co-mounted cpu,cpuacct); containerd/cgroups expects that name.
@@ -77,6 +81,9 @@ func Detect(root string) (*Hierarchy, error) {
 			h.cpuacct = filepath.Join(root, dir)
 			break
 		}
+	}
+	if isFile(filepath.Join(root, "cpuset", "cpuset.cpus")) {
+		h.cpuset = filepath.Join(root, "cpuset")
 	}
 	if h.cpu == "" || h.cpuacct == "" {
 		return nil, fmt.Errorf("no cgroup v1 cpu and cpuacct controllers under %s, and no cgroup v2 there either", root)
@@ -599,6 +606,28 @@ func (h *Hierarchy) CPULimit(cgroup string) (float64, error) {
 		return 0, err
 	}
 	return float64(quota) / float64(period), nil
+}
+
+// CPUSet is the CPUs a cgroup's tasks may run on: cpuset.cpus on v1 (set
+// by kubelet and runc on every container), cpuset.cpus.effective on v2.
+// os.ErrNotExist: the cgroup is gone, or the node has no cpuset controller
+// there.
+func (h *Hierarchy) CPUSet(cgroup string) (cpuset.CPUSet, error) {
+	if err := h.checkPath(cgroup); err != nil {
+		return cpuset.CPUSet{}, err
+	}
+	if h.cpuset == "" {
+		return cpuset.CPUSet{}, fmt.Errorf("no cpuset controller below %s: %w", h.cpu, os.ErrNotExist)
+	}
+	file := h.cpuset + h.hostPath(cgroup) + "/cpuset.cpus"
+	if h.Mode == V2 {
+		file += ".effective"
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return cpuset.CPUSet{}, err
+	}
+	return cpuset.Parse(strings.TrimSpace(string(data)))
 }
 
 // pressureTotal reads "some avg10=… avg60=… avg300=… total=<µs>".

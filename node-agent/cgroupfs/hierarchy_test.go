@@ -64,6 +64,38 @@ func TestDiscovery(t *testing.T) {
 	})
 }
 
+// TestCPUSet: a container's cpuset is read from the cpuset controller
+// (v1) or cpuset.cpus.effective (v2); a v1 node without the controller
+// says so.
+func TestCPUSet(t *testing.T) {
+	cgroupfstest.ForEach(t, func(t *testing.T, s cgroupfstest.Setup) {
+		root, h := cgroupfstest.Tree(t, s)
+		ctr := s.Cgroup(cgroupfstest.PodA) + "/" + s.Container()
+		if s.Mode == cgroupfs.V1 {
+			if _, err := h.CPUSet(ctr); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("no cpuset controller: %v, want ErrNotExist", err)
+			}
+			cgroupfstest.WriteFile(t, filepath.Join(root, "cpuset", "cpuset.cpus"), "0-3\n")
+			cgroupfstest.WriteFile(t, filepath.Join(root, "cpuset", s.Root, ctr, "cpuset.cpus"), "1,3\n")
+			var err error
+			if h, err = cgroupfs.Detect(root); err == nil {
+				h, err = h.ForKubelet(s.Driver, s.Root)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			cgroupfstest.WriteFile(t, filepath.Join(root, s.Root, ctr, "cpuset.cpus.effective"), "1,3\n")
+		}
+		if got, err := h.CPUSet(ctr); err != nil || got.String() != "1,3" {
+			t.Fatalf("CPUSet = %s, %v; want 1,3", got, err)
+		}
+		if _, err := h.CPUSet(s.Cgroup(cgroupfstest.PodB) + "/gone"); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("a gone cgroup: %v, want ErrNotExist", err)
+		}
+	})
+}
+
 // TestWithoutPressure: a cgroup v2 kernel without PSI has no cpu.pressure;
 // waiting then comes from schedstat, and the file is not looked for again.
 func TestWithoutPressure(t *testing.T) {

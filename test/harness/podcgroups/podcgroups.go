@@ -1,7 +1,7 @@
 // Package podcgroups lays out real cgroup v1 pod cgroups exactly as
 // kubelet's cgroupfs driver does (<root>/kubepods/burstable/pod<uid>/<id>),
-// under a test-owned directory of the host's cpu and cpuacct hierarchies,
-// and runs real CPU burners in them. Tests point the agent's --cgroup-root
+// under a test-owned directory of the host's cpu and cpuacct hierarchies
+// (and cpuset, for pods pinned to CPUs), and runs real CPU burners in them. Tests point the agent's --cgroup-root
 // at Root, a directory whose cpu and cpuacct entries link to the test's
 // own subtrees, so nothing else on the host is touched.
 package podcgroups
@@ -209,6 +209,53 @@ func (t *Tree) AddPodOf(uid string, class Class, milliCPU int, burner string, th
 		}
 	}
 	return pod, t.start(ctr, burner, threads)
+}
+
+// Pin does for a pod's one container what kubelet's static CPU manager
+// and runc do: the container's cgroup in the cpuset hierarchy (its parents
+// with the whole machine's CPUs) may run on cpus alone, and its processes
+// move there. Shared-pool pods are pinned to the pool, a Guaranteed pod
+// requesting whole CPUs to CPUs of its own.
+func (t *Tree) Pin(podCgroup, cpus string) error {
+	root := filepath.Join(HostCgroupRoot, "cpuset")
+	all, err := os.ReadFile(filepath.Join(root, "cpuset.cpus"))
+	if err != nil {
+		return fmt.Errorf("podcgroups: no cgroup v1 cpuset controller at %s: %w", root, err)
+	}
+	mems, err := os.ReadFile(filepath.Join(root, "cpuset.mems"))
+	if err != nil {
+		return err
+	}
+	uid := strings.TrimPrefix(filepath.Base(podCgroup), "pod")
+	ctr := podCgroup + "/ctr-" + uid[:8]
+	dir := filepath.Join(root, t.name)
+	for i, part := range append([]string{""}, strings.Split(strings.TrimPrefix(ctr, "/"), "/")...) {
+		dir = filepath.Join(dir, part)
+		if err := t.mkdir(dir); err != nil {
+			return err
+		}
+		set := all
+		if i == strings.Count(ctr, "/") {
+			set = []byte(cpus)
+		}
+		// A v1 cpuset cgroup starts with no CPUs and no memory nodes.
+		if err := os.WriteFile(filepath.Join(dir, "cpuset.mems"), mems, 0o644); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cpuset.cpus"), set, 0o644); err != nil {
+			return fmt.Errorf("pinning %s to %s: %w", dir, set, err)
+		}
+	}
+	procs, err := os.ReadFile(filepath.Join(HostCgroupRoot, "cpu", t.name, ctr, "cgroup.procs"))
+	if err != nil {
+		return err
+	}
+	for _, pid := range strings.Fields(string(procs)) {
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(pid), 0o644); err != nil {
+			return fmt.Errorf("moving %s into %s: %w", pid, dir, err)
+		}
+	}
+	return nil
 }
 
 // Shares reads a cgroup's cpu.shares.

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,10 +33,10 @@ const noTenant = "system"
 func TestQoSClasses(t *testing.T) {
 	w := newWorld(t)
 	add := w.addClassPods
-	add("burst", true, classPod{podcgroups.Burstable, 100, 1}, classPod{podcgroups.Burstable, 100, 1})
-	add("besteffort", true, classPod{podcgroups.BestEffort, 0, 1}, classPod{podcgroups.BestEffort, 0, 1})
-	add("mixed", true, classPod{podcgroups.Guaranteed, 1000, 1}, classPod{podcgroups.BestEffort, 0, 1})
-	add(noTenant, false, classPod{podcgroups.Burstable, 100, 1})
+	add("burst", true, classPod{podcgroups.Burstable, 100, 1, ""}, classPod{podcgroups.Burstable, 100, 1, ""})
+	add("besteffort", true, classPod{podcgroups.BestEffort, 0, 1, ""}, classPod{podcgroups.BestEffort, 0, 1, ""})
+	add("mixed", true, classPod{podcgroups.Guaranteed, 1000, 1, ""}, classPod{podcgroups.BestEffort, 0, 1, ""})
+	add(noTenant, false, classPod{podcgroups.Burstable, 100, 1, ""})
 	tenants := []string{"besteffort", "burst", "mixed"}
 
 	// Entitled: the tenants share equally what the pod of no tenant leaves
@@ -82,11 +83,26 @@ func TestQoSClasses(t *testing.T) {
 }
 
 // classPod is a pod of a QoS class requesting milli CPU (a Guaranteed
-// pod's limit too), burning threads.
+// pod's limit too), burning threads; pinned to cpus (a cpuset, as
+// kubelet's static CPU manager does) when set.
 type classPod struct {
 	class   podcgroups.Class
 	milli   int
 	threads int
+	cpus    string
+}
+
+// resources are what a classPod's container asks of the API.
+func (p classPod) resources() corev1.ResourceRequirements {
+	cpu, mem := *resource.NewMilliQuantity(int64(p.milli), resource.DecimalSI), resource.MustParse("64Mi")
+	switch p.class {
+	case podcgroups.Guaranteed:
+		l := corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: mem}
+		return corev1.ResourceRequirements{Requests: l, Limits: l}
+	case podcgroups.Burstable:
+		return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: cpu}}
+	}
+	return corev1.ResourceRequirements{}
 }
 
 // addClassPods creates a namespace, a Tenant of weight 1 owning it when
@@ -107,12 +123,15 @@ func (w *world) addClassPods(ns string, tenant bool, pods ...classPod) {
 	for _, p := range pods {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{GenerateName: "burner-", Namespace: ns},
-			Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "burner", Image: "kubefair/burner:test"}}},
+			Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "burner", Image: "kubefair/burner:test", Resources: p.resources()}}},
 		}
 		if err := w.k8s.Create(ctx, pod); err != nil {
 			t.Fatal(err)
 		}
 		cg, err := w.tree.AddPodOf(string(pod.UID), p.class, p.milli, burner, max(p.threads, 1))
+		if err == nil && p.cpus != "" {
+			err = w.tree.Pin(cg, p.cpus)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,39 +139,63 @@ func (w *world) addClassPods(ns string, tenant bool, pods ...classPod) {
 	}
 }
 
-// TestCPULimitedTenant: a tenant whose one pod is Guaranteed with a 200m
-// limit, beside an equal tenant without limits, each two spinning
-// threads. The limit caps it at 10 % of the 2-CPU node, below the half its
-// weight entitles it to: the agent entitles it to its cap and the other
-// tenant to the rest (both realised within 2 points), reports the cap,
-// and the Tenant says so in a Degraded=CPULimited condition with an event.
-func TestCPULimitedTenant(t *testing.T) {
+// TestCPUsKubefairCannotWeigh: a 2-CPU node where kubelet's static CPU
+// manager gave tenant pinned's Guaranteed pod (1 CPU, one spinning thread)
+// CPU 1 alone, leaving CPU 0 as the shared pool (cpusets on the host's
+// real cgroup v1 cpuset hierarchy). In the pool, a tenant whose one pod is
+// Guaranteed with a 200m limit beside an equal tenant without limits, each
+// two spinning threads. The pinned pod is left out of the allocation, and
+// what it uses leaves the tenants' CPU; the limit caps its tenant at 10 %
+// of the node, below the half of the pool its weight entitles it to, so the
+// agent entitles it to its cap and the other tenant to the rest of the
+// pool: both realised within 2 points of the pool. Each tenant that cannot
+// be honoured says so in a Degraded condition with an event, and the
+// pinned tenant's CPU is billed all the same.
+func TestCPUsKubefairCannotWeigh(t *testing.T) {
 	w := newWorld(t)
-	w.addClassPods("capped", true, classPod{podcgroups.Guaranteed, 200, 2})
-	w.addClassPods("free", true, classPod{podcgroups.Burstable, 100, 2})
-	entitled := map[string]float64{"capped": 0.1, "free": 0.9}
+	w.addClassPods("pinned", true, classPod{podcgroups.Guaranteed, 1000, 1, "1"})
+	w.addClassPods("capped", true, classPod{podcgroups.Guaranteed, 200, 2, "0"})
+	w.addClassPods("free", true, classPod{podcgroups.Burstable, 100, 2, "0"})
+	// The pool's split: each pool tenant's share of what the two used.
+	pool := map[string]float64{"capped": 0.2, "free": 0.8}
+	poolErr := func(s map[string]float64) float64 {
+		used := s["capped"] + s["free"]
+		return maxErrorPoints(pool, map[string]float64{"capped": s["capped"] / used, "free": s["free"] / used})
+	}
 
-	// Stock is not measured: the limit binds there too, and the test is
-	// about kubefair's entitlements around it.
+	// Stock is not measured: the limit and the cpusets bind there too, and
+	// the test is about kubefair's entitlements around them.
 	w.startAgent(time.Second)
-	w.settle(entitled)
-	kf, kfErr := w.medianWindows(repeats, entitled)
-	fmt.Printf("\na tenant capped by its CPU limits, weights 1:1 (%s): capped %.1f%%, free %.1f%%; entitled 10%%, 90%%\n", medianOf(), 100*kf["capped"], 100*kf["free"])
+	w.settleBy(poolErr)
+	kf, kfErr := w.medianBy(repeats, poolErr)
+	fmt.Printf("\nCPUs kubefair cannot weigh (%s): pinned %.1f%% on its own CPU; in the pool capped %.1f%%, free %.1f%% of the test's CPU, %.1f points off the pool's 20/80 split\n",
+		medianOf(), 100*kf["pinned"], 100*kf["capped"], 100*kf["free"], kfErr)
 	if kfErr > 2 {
-		t.Errorf("largest error %.1f points against the capped entitlements, want ≤ 2", kfErr)
+		t.Errorf("largest error %.1f points against the pool's capped entitlements, want ≤ 2", kfErr)
+	}
+	if kf["pinned"] < 0.45 {
+		t.Errorf("the pinned tenant used %.1f %% of the test's CPU, want its own CPU (about half)", 100*kf["pinned"])
 	}
 
 	ctx := context.Background()
-	var share kubefairv1.TenantShare
-	waitFor(t, "the report to carry the capped tenant's limit", func() bool {
-		share = w.reportShare("capped")
-		return share.LimitedShare > 0
+	var capped, pinned kubefairv1.TenantShare
+	waitFor(t, "the report to carry the capped tenant's limit and the pinned tenant's CPU", func() bool {
+		capped, pinned = w.reportShare("capped"), w.reportShare("pinned")
+		return capped.LimitedShare > 0 && pinned.ExclusiveCPUs > 0
 	})
-	if math.Abs(share.LimitedShare-0.1) > 0.005 || math.Abs(share.EntitledShare-0.1) > 0.01 {
-		t.Errorf("capped tenant's report: limited %.4f, entitled %.4f; want both 0.1", share.LimitedShare, share.EntitledShare)
+	if math.Abs(capped.LimitedShare-0.1) > 0.005 || math.Abs(capped.EntitledShare-0.1) > 0.01 {
+		t.Errorf("capped tenant's report: limited %.4f, entitled %.4f; want both 0.1", capped.LimitedShare, capped.EntitledShare)
 	}
-	waitFor(t, "Degraded=CPULimited on the capped tenant, and an event", func() bool {
-		return w.degradedWithEvent("capped", kubefairv1.ReasonCPULimited, kubefairv1.EventCPULimited, "at most 10.0% of the node")
+	if pinned.ExclusiveCPUs != 1 || pinned.EntitledShare != 0 || pinned.AchievedShare != 0 || pinned.CPUNanoseconds <= 0 {
+		t.Errorf("pinned tenant's report: %d exclusive CPUs, entitled %.4f, achieved %.4f, %d ns billed; want 1 CPU, out of the shares, billed",
+			pinned.ExclusiveCPUs, pinned.EntitledShare, pinned.AchievedShare, pinned.CPUNanoseconds)
+	}
+	if free := w.reportShare("free"); free.ExclusiveCPUs != 0 || math.Abs(free.EntitledShare-0.4) > 0.03 {
+		t.Errorf("free tenant's report: %d exclusive CPUs, entitled %.4f; want none, the pool less the cap (about 0.4)", free.ExclusiveCPUs, free.EntitledShare)
+	}
+	waitFor(t, "Degraded=CPULimited on the capped tenant, Degraded=ExclusiveCPUs on the pinned one, with events", func() bool {
+		return w.degradedWithEvent("capped", kubefairv1.ReasonCPULimited, kubefairv1.EventCPULimited, "at most 10.0% of the node") &&
+			w.degradedWithEvent("pinned", kubefairv1.ReasonExclusiveCPUs, kubefairv1.EventExclusiveCPUs, "1 CPU(s) of their own")
 	})
 	var free kubefairv1.Tenant
 	if err := w.k8s.Get(ctx, client.ObjectKey{Name: "free"}, &free); err != nil {

@@ -29,8 +29,8 @@ import (
 // (Degraded=WeightBound, with an event) instead of falling short silently.
 func TestExtremeWeights(t *testing.T) {
 	w := newWorld(t)
-	w.addClassPods("small", true, classPod{podcgroups.Burstable, 10, 1})
-	w.addClassPods("large", true, classPod{podcgroups.Burstable, 10, 2})
+	w.addClassPods("small", true, classPod{podcgroups.Burstable, 10, 1, ""})
+	w.addClassPods("large", true, classPod{podcgroups.Burstable, 10, 2, ""})
 	w.setWeight("large", 10000)
 	entitled := map[string]float64{"small": 1.0 / 10001, "large": 10000.0 / 10001}
 
