@@ -1,7 +1,8 @@
 // Package chart checks the Helm chart against a real API server (envtest):
 // lint, every values file in charts/kubefair/ci rendered and validated by
-// server-side dry-run, install, the agent's own-node-only write rule,
-// upgrade of the CRDs, and an uninstall that leaves nothing behind.
+// server-side dry-run, install, the agent's own-node-only write rule, the
+// tenancy labels only the platform may set, upgrade of the CRDs, and an
+// uninstall that leaves nothing behind.
 package chart
 
 import (
@@ -26,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
@@ -244,6 +246,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	}
 
 	t.Run("an agent writes only its own node's report", testOwnReportOnly)
+	t.Run("only the platform sets the labels that decide tenancy", testTenancyLabels)
 
 	// Upgrade with a chart whose Tenant CRD changed: helm updates the CRD.
 	upgraded := filepath.Join(t.TempDir(), "kubefair")
@@ -353,6 +356,109 @@ func testOwnReportOnly(t *testing.T) {
 		t.Error("a token without a node-name claim wrote a report")
 	}
 	_ = k8s.Delete(ctx, own)
+}
+
+// testTenancyLabels impersonates a namespace admin (RBAC lets her create
+// and label namespaces) and a member of the platform's group: only the
+// platform may set, change or remove the namespace label that decides
+// tenancy, anyone may set others, and a Tenant may select namespaces by that
+// label or by name only.
+func testTenancyLabels(t *testing.T) {
+	ctx := context.Background()
+	if err := kubefairv1.AddToScheme(scheme.Scheme); err != nil {
+		t.Fatal(err)
+	}
+	const key = "kubefair.io/tenant"
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "test-namespace-admin"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create", "update", "patch"}}}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "test-namespace-admin"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "alice"}, {APIGroup: "rbac.authorization.k8s.io", Kind: "Group", Name: "kubeadm:cluster-admins"}}}
+	for _, o := range []client.Object{role, binding} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = k8s.Delete(ctx, o) }()
+	}
+	as := func(user string, groups ...string) client.Client {
+		cfg := rest.CopyConfig(api.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
+		c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	alice, platform := as("alice"), as("bob", "kubeadm:cluster-admins")
+	ns := func(name string, labels map[string]string) *corev1.Namespace {
+		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	}
+	refused := func(what string, err error) {
+		t.Helper()
+		if err == nil {
+			t.Errorf("%s: allowed, want refused", what)
+		} else if !strings.Contains(err.Error(), "decide which kubefair Tenant a namespace belongs to") || !strings.Contains(err.Error(), "alice") {
+			t.Errorf("%s: refused for another reason: %v", what, err)
+		}
+	}
+	// The policy takes effect a moment after it is created.
+	eventually(t, "the namespace admin refused a namespace created with the label", func() error {
+		err := alice.Create(ctx, ns("shop-made-by-alice", map[string]string{key: "shop"}))
+		if err == nil {
+			_ = k8s.Delete(ctx, ns("shop-made-by-alice", nil))
+			return errors.New("allowed")
+		}
+		if !strings.Contains(err.Error(), "decide which kubefair Tenant") {
+			return fmt.Errorf("refused for another reason: %v", err)
+		}
+		t.Logf("refused: %v", err)
+		return nil
+	})
+	mine := ns("alices", map[string]string{"team": "a"})
+	if err := alice.Create(ctx, mine); err != nil {
+		t.Fatalf("the namespace admin could not create a namespace without the label: %v", err)
+	}
+	defer func() { _ = k8s.Delete(ctx, mine) }()
+	mine.Labels[key] = "shop"
+	refused("adding the label", alice.Update(ctx, mine))
+	delete(mine.Labels, key)
+	mine.Labels["team"] = "b"
+	if err := alice.Update(ctx, mine); err != nil {
+		t.Errorf("changing another label: %v", err)
+	}
+	mine.Labels[key] = "shop"
+	if err := platform.Update(ctx, mine); err != nil {
+		t.Fatalf("the platform could not label the namespace: %v", err)
+	}
+	mine.Labels[key] = "other"
+	refused("changing the label", alice.Update(ctx, mine))
+	delete(mine.Labels, key)
+	refused("removing the label", alice.Update(ctx, mine))
+
+	// Tenants select by the protected label or by name, nothing else.
+	tenant := func(name string, sel *kubefairv1.LabelSelector) *kubefairv1.Tenant {
+		return &kubefairv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: kubefairv1.TenantSpec{Weight: ptr.To[int32](1), NamespaceSelector: sel}}
+	}
+	byTeam := tenant("by-team", &kubefairv1.LabelSelector{MatchLabels: map[string]kubefairv1.LabelValue{"team": "a"}})
+	if err := k8s.Create(ctx, byTeam); err == nil || !strings.Contains(err.Error(), "spec.namespaceSelector may use only the namespace labels kubefair protects") {
+		t.Errorf("a Tenant selecting by a label namespace admins set: %v, want refused", err)
+		_ = k8s.Delete(ctx, byTeam)
+	}
+	byExpression := tenant("by-expression", &kubefairv1.LabelSelector{MatchExpressions: []kubefairv1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpExists}}})
+	if err := k8s.Create(ctx, byExpression); err == nil {
+		t.Error("a Tenant selecting by an expression on an unprotected label was allowed")
+		_ = k8s.Delete(ctx, byExpression)
+	}
+	for _, ok := range []*kubefairv1.Tenant{
+		tenant("by-label", &kubefairv1.LabelSelector{MatchLabels: map[string]kubefairv1.LabelValue{key: "shop"}}),
+		tenant("by-name", &kubefairv1.LabelSelector{MatchExpressions: []kubefairv1.LabelSelectorRequirement{
+			{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []kubefairv1.LabelValue{"alices"}}}}),
+	} {
+		if err := k8s.Create(ctx, ok); err != nil {
+			t.Errorf("Tenant %s: %v", ok.Name, err)
+		}
+		_ = k8s.Delete(ctx, ok)
+	}
 }
 
 // TestKustomizeBaseMatchesTheChart: config/default is rendered from the

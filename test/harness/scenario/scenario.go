@@ -183,7 +183,7 @@ func (s Scenario) Objects() []client.Object {
 	for _, t := range s.Tenants {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: t.Namespace}}
 		if t.BySelector {
-			ns.Labels = map[string]string{"team": t.Name}
+			ns.Labels = map[string]string{TenancyLabel: t.Name}
 		}
 		objs = append(objs, ns)
 	}
@@ -199,10 +199,15 @@ func (s Scenario) Objects() []client.Object {
 	return objs
 }
 
+// TenancyLabel is the namespace label a tenant claiming its namespace by
+// label selects: the chart's default tenancy.labelKeys, which only the
+// platform (the scenario's admin) may set.
+const TenancyLabel = "kubefair.io/tenant"
+
 func tenantObject(t Tenant) *kubefairv1.Tenant {
 	tn := &kubefairv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: t.Name}, Spec: kubefairv1.TenantSpec{Tier: t.Tier}}
 	if t.BySelector {
-		tn.Spec.NamespaceSelector = &kubefairv1.LabelSelector{MatchLabels: map[string]kubefairv1.LabelValue{"team": kubefairv1.LabelValue(t.Name)}}
+		tn.Spec.NamespaceSelector = &kubefairv1.LabelSelector{MatchLabels: map[string]kubefairv1.LabelValue{TenancyLabel: kubefairv1.LabelValue(t.Name)}}
 	} else {
 		tn.Spec.Namespaces = []string{t.Namespace}
 	}
