@@ -91,7 +91,7 @@ func chooseThreads(backend, procRoot string, cpus int, log logr.Logger) (*thread
 		}
 		return b, nil
 	case "nice":
-		return threads.NewNice(cpus), nil
+		return threads.NewNice(procRoot, cpus), nil
 	}
 	return nil, fmt.Errorf("--backend %q: want auto, cgroup, syscall or nice", backend)
 }

@@ -278,7 +278,7 @@ func (b *Backend) set(cgroup string, want uint64, res *enforce.Result, errs *[]e
 	have, err := b.h.ReadWeight(cgroup)
 	if errors.Is(err, os.ErrNotExist) {
 		res.Vanished++
-		return false
+		return b.forget(cgroup) // nothing left to restore
 	}
 	if err != nil {
 		*errs = append(*errs, err)
@@ -301,7 +301,7 @@ func (b *Backend) set(cgroup string, want uint64, res *enforce.Result, errs *[]e
 		if err := b.h.WriteWeight(cgroup, want); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				res.Vanished++
-				return changed
+				return b.forget(cgroup) || changed
 			}
 			*errs = append(*errs, fmt.Errorf("writing %s: %w", cgroup, err))
 			return changed
@@ -314,6 +314,15 @@ func (b *Backend) set(cgroup string, want uint64, res *enforce.Result, errs *[]e
 		changed = true
 	}
 	return changed
+}
+
+// forget drops a cgroup that is gone from the state, telling whether it
+// was there.
+func (b *Backend) forget(cgroup string) bool {
+	_, held := b.state.Original[cgroup]
+	delete(b.state.Original, cgroup)
+	delete(b.state.Written, cgroup)
+	return held
 }
 
 // significant tells whether a planned weight differs enough from the one
@@ -350,9 +359,7 @@ func (b *Backend) restore(cgroup string, errs *[]error) (changed bool) {
 		*errs = append(*errs, fmt.Errorf("restoring %s: %w", cgroup, err))
 		return false
 	}
-	delete(b.state.Original, cgroup)
-	delete(b.state.Written, cgroup)
-	return true
+	return b.forget(cgroup)
 }
 
 // KubeletWeight is the weight kubelet gave a pod cgroup, in native units:

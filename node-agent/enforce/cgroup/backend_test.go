@@ -162,14 +162,26 @@ func TestBackend(t *testing.T) {
 		// A pod that vanished is not an error. (cgroupfs answers ENODEV on
 		// a removed cgroup's kept-open files; the fake tree's files stay
 		// readable, so the hierarchy's kept files are closed first.)
+		two := enforce.Plan{Pods: []enforce.Pod{{Cgroup: d, Weight: 1, Limit: 1}, {Cgroup: a, Weight: 3, Limit: 1}}}
+		if _, err := again.Apply(two); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(again.Managed(), func(p enforce.Pod) bool { return p.Cgroup == d }) {
+			t.Fatalf("%s is not managed after a plan weighed it", d)
+		}
 		if err := os.RemoveAll(filepath.Dir(cgroupfstest.WeightFile(h, d))); err != nil {
 			t.Fatal(err)
 		}
 		h.Sweep()
 		h.Sweep()
-		res, err = again.Apply(enforce.Plan{Pods: []enforce.Pod{{Cgroup: d, Weight: 1, Limit: 1}, {Cgroup: a, Weight: 1, Limit: 1}}})
+		res, err = again.Apply(two)
 		if err != nil || res.Vanished != 1 {
 			t.Fatalf("vanished pod: %+v, %v", res, err)
+		}
+		// Its state entry is pruned: nothing of a pod gone from the node
+		// is kept, or restored later.
+		if slices.ContainsFunc(again.Managed(), func(p enforce.Pod) bool { return p.Cgroup == d }) {
+			t.Errorf("the vanished pod %s is still in the state", d)
 		}
 	})
 }

@@ -140,7 +140,7 @@ func getMode(t *testing.T, pid int) int {
 func TestPFS(t *testing.T) {
 	offCPU0(t)
 	if inGuest != "patched" {
-		testPFS(t, NewNice(2), 8)
+		testPFS(t, NewNice("/proc", 2), 8)
 		return
 	}
 	t.Run("mode", func(t *testing.T) {

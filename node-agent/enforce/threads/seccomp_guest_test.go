@@ -64,7 +64,7 @@ func TestBackendUnderSeccompFilter(t *testing.T) {
 		if _, err := New("/proc", 2); !errors.Is(err, ErrNoABI) {
 			t.Fatalf("New on the stock kernel = %v, want ErrNoABI", err)
 		}
-		applyUnderFilter(t, NewNice(2), plan, 4, func(tid int, applied bool) {
+		applyUnderFilter(t, NewNice("/proc", 2), plan, 4, func(tid int, applied bool) {
 			prio, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
 			if applied && (err != nil || 20-prio == 0) {
 				t.Errorf("thread %d: nice %d, %v; want the level nearest 256", tid, 20-prio, err)

@@ -74,8 +74,9 @@ const (
 
 // Backend sets thread weights inside pods.
 type Backend struct {
-	kind Kind
-	cpus int
+	kind     Kind
+	cpus     int
+	procRoot string
 	// abi is the kernel's sched_setweight ABI (syscall backend).
 	abi int
 
@@ -86,6 +87,10 @@ type Backend struct {
 	originalNice map[int]int
 	// modes is the process mode we last set per process (ABI 2).
 	modes map[int]int
+	// started is each thread's or process's start time when the backend
+	// first set its value: an id whose start time differs now belongs to
+	// another task (ids are reused), which no restore may touch.
+	started map[int]uint64
 }
 
 // New returns the syscall backend when the kernel publishes the ABI, else
@@ -101,16 +106,16 @@ func New(procRoot string, cpus int) (*Backend, error) {
 	if _, err := getweight(unix.Gettid(), 0); err != nil {
 		return nil, fmt.Errorf("%w: sched_getweight is refused (%v); allow it in the agent's seccomp profile", ErrNoABI, err)
 	}
-	b := newBackend(Syscall, cpus)
+	b := newBackend(Syscall, procRoot, cpus)
 	b.abi = v
 	return b, nil
 }
 
 // NewNice returns the nice fallback, which works on any kernel.
-func NewNice(cpus int) *Backend { return newBackend(Nice, cpus) }
+func NewNice(procRoot string, cpus int) *Backend { return newBackend(Nice, procRoot, cpus) }
 
-func newBackend(kind Kind, cpus int) *Backend {
-	return &Backend{kind: kind, cpus: cpus, written: map[int]int{}, originalNice: map[int]int{}, modes: map[int]int{}}
+func newBackend(kind Kind, procRoot string, cpus int) *Backend {
+	return &Backend{kind: kind, cpus: cpus, procRoot: procRoot, written: map[int]int{}, originalNice: map[int]int{}, modes: map[int]int{}, started: map[int]uint64{}}
 }
 
 // KernelABI is the sched_setweight ABI in use, 0 for the nice backend.
@@ -183,6 +188,7 @@ func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 	defer b.mu.Unlock()
 	var res enforce.Result
 	var errs []error
+	defer b.prune(plan)
 	for _, pod := range plan.Pods {
 		if mode := b.modeOf(pod.ThreadPolicy); mode != 0 {
 			for _, p := range pod.Processes {
@@ -261,6 +267,7 @@ func (b *Backend) setMode(p enforce.Process, mode int, res *enforce.Result) erro
 		}
 		res.Writes++
 	}
+	b.own(p.PID)
 	b.modes[p.PID] = mode
 	// The mode owns the threads' weights now: nothing per thread to restore.
 	for _, tid := range p.Threads {
@@ -315,6 +322,7 @@ func (b *Backend) set(tid int, w float64, res *enforce.Result) (float64, error) 
 			}
 			res.Writes++
 		}
+		b.own(tid)
 		b.written[tid] = want
 		return float64(want), nil
 	default:
@@ -344,6 +352,7 @@ func (b *Backend) set(tid int, w float64, res *enforce.Result) (float64, error) 
 			}
 			res.Writes++
 		}
+		b.own(tid)
 		b.written[tid] = nice
 		return got, nil
 	}
@@ -390,12 +399,16 @@ func (b *Backend) RestoreAll() error {
 	return errors.Join(errs...)
 }
 
-// restoreMode ends the process mode this backend set on pid, if any.
+// restoreMode ends the process mode this backend set on pid, if any, and
+// if pid is still that process.
 func (b *Backend) restoreMode(pid int) error {
 	if _, ok := b.modes[pid]; !ok {
 		return nil
 	}
 	delete(b.modes, pid)
+	if !b.same(pid) {
+		return nil
+	}
 	if err := setweight(pid, flagProcess, 0); err != nil && !errors.Is(err, unix.ESRCH) {
 		return fmt.Errorf("ending the process mode of %d: %w", pid, err)
 	}
@@ -407,12 +420,87 @@ func (b *Backend) restore(tid int) error {
 		return nil
 	}
 	delete(b.written, tid)
+	if !b.same(tid) {
+		delete(b.originalNice, tid)
+		return nil
+	}
 	if b.kind == Syscall {
 		return setweight(tid, 0, 0)
 	}
 	orig := b.originalNice[tid]
 	delete(b.originalNice, tid)
 	return unix.Setpriority(unix.PRIO_PROCESS, tid, orig)
+}
+
+// own notes the start time of a thread or process the backend is about
+// to hold a value of, the first time.
+func (b *Backend) own(id int) {
+	if _, ok := b.started[id]; ok {
+		return
+	}
+	if st, err := startTime(b.procRoot, id); err == nil {
+		b.started[id] = st
+	}
+}
+
+// same tells whether id is still the task the backend set a value on:
+// alive, with the start time noted then.
+func (b *Backend) same(id int) bool {
+	want, ok := b.started[id]
+	if !ok {
+		return false
+	}
+	st, err := startTime(b.procRoot, id)
+	return err == nil && st == want
+}
+
+// prune forgets, after every apply, each thread and process the backend
+// holds a value of that the plan did not name and that has exited or whose
+// id another task took (nothing is ever restored on them), and the start
+// times of those it no longer holds a value of.
+func (b *Backend) prune(plan enforce.Plan) {
+	named := map[int]bool{}
+	for _, pod := range plan.Pods {
+		for _, p := range pod.Processes {
+			named[p.PID] = true
+			for _, tid := range p.Threads {
+				named[tid] = true
+			}
+		}
+	}
+	for id := range b.started {
+		_, weighed := b.written[id]
+		_, moded := b.modes[id]
+		if weighed || moded {
+			if named[id] || b.same(id) {
+				continue
+			}
+		}
+		delete(b.started, id)
+		delete(b.written, id)
+		delete(b.originalNice, id)
+		delete(b.modes, id)
+	}
+}
+
+// startTime is a task's start time in clock ticks after boot
+// (/proc/<id>/stat, field 22); thread ids are found there too.
+func startTime(procRoot string, id int) (uint64, error) {
+	data, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(id), "stat"))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces and parentheses: count
+	// from the last ')'.
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 {
+		return 0, fmt.Errorf("%s/%d/stat: %q", procRoot, id, data)
+	}
+	f := strings.Fields(string(data[i+1:])) // from field 3
+	if len(f) < 20 {
+		return 0, fmt.Errorf("%s/%d/stat: %d fields", procRoot, id, len(f)+2)
+	}
+	return strconv.ParseUint(f[19], 10, 64)
 }
 
 func setweight(pid, flags, weight int) error {

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -112,10 +113,73 @@ func TestModeOfPolicy(t *testing.T) {
 		{Syscall, 1, fairness.TWRS, 0},
 		{Nice, 0, fairness.PFS, 0},
 	} {
-		b := newBackend(c.kind, 2)
+		b := newBackend(c.kind, "/proc", 2)
 		b.abi = c.abi
 		if got := b.modeOf(c.policy); got != c.want {
 			t.Errorf("%s backend, ABI %d, %s: mode %#x, want %#x", c.kind, c.abi, c.policy, got, c.want)
 		}
 	}
+}
+
+// TestRestoreTouchesOnlyWhatItChanged: the nice backend weighs three real
+// threads of this process by PFS. One exits and is pruned at the next
+// apply; another's id is planted as taken by a task started later (an id
+// reused): restoring everything gives the remaining thread its nice level
+// back and leaves the planted id alone.
+func TestRestoreTouchesOnlyWhatItChanged(t *testing.T) {
+	stop, exit := make(chan struct{}), make(chan struct{})
+	thread := func(end chan struct{}) int {
+		tid := make(chan int)
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+			tid <- unix.Gettid()
+			<-end
+		}()
+		return <-tid
+	}
+	kept, planted, gone := thread(stop), thread(stop), thread(exit)
+	defer close(stop)
+	nice := func(tid int) int {
+		prio, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
+		if err != nil {
+			t.Fatalf("getpriority(%d): %v", tid, err)
+		}
+		return 20 - prio
+	}
+	b := NewNice("/proc", 2)
+	plan := func(threads ...int) enforce.Plan {
+		return enforce.Plan{Pods: []enforce.Pod{{ThreadPolicy: fairness.PFS, Processes: []enforce.Process{{PID: os.Getpid(), Threads: threads}}}}}
+	}
+	if _, err := b.Apply(plan(kept, planted, gone)); err != nil {
+		t.Fatal(err)
+	}
+	if nice(kept) == 0 || nice(planted) == 0 {
+		t.Fatalf("PFS over three threads left nice levels %d, %d; want them raised", nice(kept), nice(planted))
+	}
+	close(exit)
+	waitGone := time.Now().Add(5 * time.Second)
+	for _, err := os.Stat("/proc/" + strconv.Itoa(gone)); err == nil && time.Now().Before(waitGone); _, err = os.Stat("/proc/" + strconv.Itoa(gone)) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := b.Apply(plan(kept, planted)); err != nil {
+		t.Fatal(err)
+	}
+	if _, held := b.written[gone]; held || b.started[gone] != 0 {
+		t.Errorf("the exited thread %d is still held", gone)
+	}
+	b.started[planted]++ // as if another task had taken the id
+	raised := nice(planted)
+	if err := b.RestoreAll(); err != nil {
+		t.Fatal(err)
+	}
+	if got := nice(kept); got != 0 {
+		t.Errorf("thread %d restored to nice %d, want its original 0", kept, got)
+	}
+	if got := nice(planted); got != raised {
+		t.Errorf("the planted id %d was changed to nice %d (was %d): a restore touched a task kubefair never weighed", planted, got, raised)
+	}
+	if len(b.written) != 0 || len(b.originalNice) != 0 {
+		t.Errorf("after RestoreAll the backend still holds %v (nice %v)", b.written, b.originalNice)
+	}
+	_ = unix.Setpriority(unix.PRIO_PROCESS, planted, 0)
 }
