@@ -452,7 +452,7 @@ func (a *Agent) snapshot(ctx context.Context, now time.Time) (*snapshot, error) 
 	snap := &snapshot{cgroups: cgroups, found: found, exclusive: map[string]*TenantStep{}}
 	acc := map[string]*tenantPods{}
 	current := map[string]bool{}
-	pool := sharedPool{a: a, cgroups: cgroups, pods: byUID}
+	pool := sharedPool{hier: a.node.hier, cgroups: cgroups, pods: byUID}
 	for cg, ref := range cgroups {
 		uid := ref.uid
 		pod := byUID[uid]

@@ -3,6 +3,8 @@ package agent
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/cpuset"
+
+	"github.com/kubefair/kubefair/node-agent/cgroupfs"
 )
 
 // Exclusive CPUs. kubelet's static CPU manager gives each container of a
@@ -84,7 +86,7 @@ func exclusiveCPUs(pod []cpuset.CPUSet, others []cpuset.CPUSet) cpuset.CPUSet {
 // reading the cpusets of the pods that cannot hold any only once, and only
 // when some pod might.
 type sharedPool struct {
-	a       *Agent
+	hier    *cgroupfs.Hierarchy
 	cgroups map[string]*podRef
 	pods    map[string]*corev1.Pod // by UID
 	others  []cpuset.CPUSet
@@ -106,7 +108,7 @@ func (p *sharedPool) exclusive(ps *podState, pod *corev1.Pod, containers []strin
 	if ps.cpusAge%discoveryRefreshPeriods == 0 {
 		var sets []cpuset.CPUSet
 		for _, c := range containers {
-			if s, err := p.a.node.hier.CPUSet(c); err == nil {
+			if s, err := p.hier.CPUSet(c); err == nil {
 				sets = append(sets, s)
 			}
 		}
@@ -130,7 +132,7 @@ func (p *sharedPool) pool() []cpuset.CPUSet {
 			continue
 		}
 		for _, c := range ref.containers {
-			if s, err := p.a.node.hier.CPUSet(c); err == nil {
+			if s, err := p.hier.CPUSet(c); err == nil {
 				p.others = append(p.others, s)
 			}
 		}

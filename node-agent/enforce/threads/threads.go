@@ -91,6 +91,9 @@ type Backend struct {
 	// first set its value: an id whose start time differs now belongs to
 	// another task (ids are reused), which no restore may touch.
 	started map[int]uint64
+	// named is prune's scratch set of the ids the plan names, kept to
+	// spare an allocation per period.
+	named map[int]bool
 }
 
 // New returns the syscall backend when the kernel publishes the ABI, else
@@ -459,7 +462,11 @@ func (b *Backend) same(id int) bool {
 // id another task took (nothing is ever restored on them), and the start
 // times of those it no longer holds a value of.
 func (b *Backend) prune(plan enforce.Plan) {
-	named := map[int]bool{}
+	if b.named == nil {
+		b.named = map[int]bool{}
+	}
+	named := b.named
+	clear(named)
 	for _, pod := range plan.Pods {
 		for _, p := range pod.Processes {
 			named[p.PID] = true
