@@ -279,7 +279,7 @@ func (m *model) step(i int) {
 	case ev < 45 && !m.down: // (with the controller down, see the crash: its last report may never be counted)
 		m.note("%d: %s's agent restarts cleanly", i, node)
 		m.report(n)
-		n.agent.restart(fmt.Sprintf("%s-boot-%d", node, i), time.Now())
+		n.agent.restart(fmt.Sprintf("%s-run-from-step-%d", node, i), time.Now()) // (unlike the first run's name)
 		n.last = time.Now()
 	case ev < 49:
 		m.note("%d: %s's agent crashes", i, node)
@@ -294,7 +294,7 @@ func (m *model) step(i int) {
 			n.crashed, n.crashedBoot = n.reported, n.agent.boot
 		}
 		n.reported = usage{}
-		n.agent.restart(fmt.Sprintf("%s-boot-%d", node, i), time.Now())
+		n.agent.restart(fmt.Sprintf("%s-run-from-step-%d", node, i), time.Now()) // (unlike the first run's name)
 		n.last = time.Now()
 	case ev < 54 && !m.down:
 		m.note("%d: the controller stops; the agents report on", i)
