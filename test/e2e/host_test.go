@@ -104,8 +104,12 @@ func upCluster(ctx context.Context, t *testing.T) *cluster.Cluster {
 	if os.Geteuid() != 0 {
 		t.Fatal("the suite runs a real cluster (kubelet, containerd, cgroups) and needs root (CI runs as root)")
 	}
+	cfg := cluster.Config{Dir: "/tmp/kubefair-e2e", Log: t.Logf}
+	if err := cluster.DownLeftover(cfg); err != nil { // (the host is recorded as it is without it)
+		t.Fatal(err)
+	}
 	before := hostSnapshot(t)
-	c, err := cluster.Up(ctx, cluster.Config{Dir: "/tmp/kubefair-e2e", Log: t.Logf})
+	c, err := cluster.Up(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

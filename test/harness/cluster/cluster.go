@@ -177,19 +177,33 @@ func (c *Cluster) RESTConfig() (*rest.Config, error) {
 	return clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
 }
 
+// DownLeftover tears down a cluster a crashed run left in cfg.Dir, unless
+// the process that owns it still runs. Up calls it; a suite that records
+// the host before Up calls it first, so that the record is of the host
+// without the leftover.
+func DownLeftover(cfg Config) error {
+	cfg.defaults()
+	old, err := Attach(cfg.Dir)
+	if err != nil {
+		return nil // nothing left there
+	}
+	if o := old.state.Owner; o.PID != 0 && o.PID != os.Getpid() && len(o.Args) > 0 && isOurs(o.PID, o.Args[0]) {
+		return fmt.Errorf("the cluster in %s belongs to process %d (%s), which is still running; let it finish or use another directory", cfg.Dir, o.PID, o.Args[0])
+	}
+	cfg.Log("cluster: tearing down a cluster left in %s", cfg.Dir)
+	if err := old.Down(); err != nil {
+		return fmt.Errorf("tearing down the old cluster in %s: %w", cfg.Dir, err)
+	}
+	return nil
+}
+
 // Up builds kubefair's images, starts every component and waits until the
 // node is Ready. A cluster left behind in cfg.Dir (a crashed run) is torn
 // down first.
 func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 	cfg.defaults()
-	if old, err := Attach(cfg.Dir); err == nil {
-		if o := old.state.Owner; o.PID != 0 && o.PID != os.Getpid() && len(o.Args) > 0 && isOurs(o.PID, o.Args[0]) {
-			return nil, fmt.Errorf("the cluster in %s belongs to process %d (%s), which is still running; let it finish or use another directory", cfg.Dir, o.PID, o.Args[0])
-		}
-		cfg.Log("cluster: tearing down a cluster left in %s", cfg.Dir)
-		if err := old.Down(); err != nil {
-			return nil, fmt.Errorf("tearing down the old cluster in %s: %w", cfg.Dir, err)
-		}
+	if err := DownLeftover(cfg); err != nil {
+		return nil, err
 	}
 	if err := preflight(cfg); err != nil {
 		return nil, err
