@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +32,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
+	"github.com/kubefair/kubefair/internal/metricsauth"
 	"github.com/kubefair/kubefair/test/harness/kubeapi"
+	"github.com/kubefair/kubefair/test/harness/scrape"
 )
 
 const namespace = "kubefair-system"
@@ -477,5 +480,74 @@ func TestKustomizeBaseMatchesTheChart(t *testing.T) {
 		if kept[i].GetKind() != rendered[i].GetKind() || kept[i].GetName() != rendered[i].GetName() {
 			t.Errorf("object %d: %s/%s in config/default, %s/%s in the chart", i, kept[i].GetKind(), kept[i].GetName(), rendered[i].GetKind(), rendered[i].GetName())
 		}
+	}
+}
+
+// TestMetricsPrivileges: by default both components serve metrics only to
+// identities bound to kubefair-metrics-reader (which grants exactly that),
+// and may create TokenReviews and SubjectAccessReviews to check them, and
+// nothing more; with metrics.secure=false neither. The ServiceMonitors
+// scrape over HTTPS with Prometheus's token.
+func TestMetricsPrivileges(t *testing.T) {
+	rules := func(objs []*unstructured.Unstructured, name string) []rbacv1.PolicyRule {
+		for _, o := range objs {
+			if o.GetKind() == "ClusterRole" && o.GetName() == name {
+				var r rbacv1.ClusterRole
+				if err := runtimeConvert(o, &r); err != nil {
+					t.Fatal(err)
+				}
+				return r.Rules
+			}
+		}
+		return nil
+	}
+	args := func(objs []*unstructured.Unstructured) string {
+		var all []string
+		for _, o := range objs {
+			if k := o.GetKind(); k == "Deployment" || k == "DaemonSet" {
+				cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+				for _, c := range cs {
+					a, _, _ := unstructured.NestedStringSlice(c.(map[string]any), "args")
+					all = append(all, k+": "+strings.Join(a, " "))
+				}
+			}
+		}
+		return strings.Join(all, "\n")
+	}
+	objs := decode(t, runHelm(t, "template", "kubefair", chartDir, "-n", namespace))
+	if got, want := rules(objs, metricsauth.ReaderRole), scrape.ReaderRole().Rules; !reflect.DeepEqual(got, want) {
+		t.Errorf("%s grants %+v, want %+v", metricsauth.ReaderRole, got, want)
+	}
+	wantAuth := []rbacv1.PolicyRule{
+		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+	}
+	if got := rules(objs, "kubefair-metrics-auth"); !reflect.DeepEqual(got, wantAuth) {
+		t.Errorf("kubefair-metrics-auth grants %+v, want %+v", got, wantAuth)
+	}
+	if a := args(objs); strings.Count(a, "--metrics-secure=true") != 2 {
+		t.Errorf("want both components with --metrics-secure=true:\n%s", a)
+	}
+	open := decode(t, runHelm(t, "template", "kubefair", chartDir, "-n", namespace, "--set", "metrics.secure=false"))
+	if rules(open, "kubefair-metrics-auth") != nil {
+		t.Error("metrics.secure=false still grants TokenReviews and SubjectAccessReviews")
+	}
+	if a := args(open); strings.Count(a, "--metrics-secure=false") != 2 {
+		t.Errorf("want both components with --metrics-secure=false:\n%s", a)
+	}
+	monitored := decode(t, runHelm(t, "template", "kubefair", chartDir, "-n", namespace, "--set", "metrics.serviceMonitor.enabled=true"))
+	var monitors int
+	for _, o := range monitored {
+		if o.GetKind() != "ServiceMonitor" {
+			continue
+		}
+		monitors++
+		eps, _, _ := unstructured.NestedSlice(o.Object, "spec", "endpoints")
+		if len(eps) != 1 || eps[0].(map[string]any)["scheme"] != "https" || eps[0].(map[string]any)["bearerTokenFile"] == nil {
+			t.Errorf("ServiceMonitor %s scrapes %v, want https with Prometheus's token", o.GetName(), eps)
+		}
+	}
+	if monitors != 2 {
+		t.Errorf("%d ServiceMonitors, want the controller's and the agents'", monitors)
 	}
 }

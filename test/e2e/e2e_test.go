@@ -8,9 +8,7 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"math"
-	"net/http"
 	"os"
 	"sort"
 	"strconv"
@@ -26,6 +24,7 @@ import (
 	"github.com/kubefair/kubefair/node-agent/fairness"
 	"github.com/kubefair/kubefair/test/harness/cluster"
 	"github.com/kubefair/kubefair/test/harness/scenario"
+	"github.com/kubefair/kubefair/test/harness/scrape"
 )
 
 const (
@@ -42,6 +41,9 @@ const (
 	windows = 9
 	// settle is the time a fault is given before shares are measured again.
 	settle = 5 * time.Second
+	// The components' metrics ports in ci/local-cluster-values.yaml (host
+	// network).
+	agentMetricsPort, controllerMetricsPort = 19090, 18080
 )
 
 func TestEndToEnd(t *testing.T) {
@@ -49,7 +51,7 @@ func TestEndToEnd(t *testing.T) {
 	defer cancel()
 	c := upCluster(ctx, t)
 	w := &world{t: t, c: c, k8s: newClient(t, c), ctx: ctx, tools: scenario.Tools{Cluster: c, Helm: os.Getenv("HELM")},
-		sc: scenario.Full, node: c.NodeName(), cpu: scenario.HostUsage, window: window, windows: windows}
+		sc: scenario.Full, node: c.NodeName(), cpu: scenario.HostUsage, window: window, windows: windows, scraper: new(string)}
 
 	// Stock first: the chart without the agent.
 	if err := w.tools.InstallKubefair(ctx, false); err != nil {
@@ -84,6 +86,19 @@ func TestEndToEnd(t *testing.T) {
 	w.checkStatus()
 	w.checkCost()
 
+	t.Run("metrics only to a granted identity", func(t *testing.T) {
+		w := w.with(t)
+		stranger, err := scrape.Identity(ctx, w.k8s, "default", "kubefair-e2e-stranger", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for port, want := range map[int]string{agentMetricsPort: "kubefair_agent_", controllerMetricsPort: "kubefair_"} {
+			if err := scrape.Guarded(ctx, fmt.Sprintf("https://127.0.0.1:%d/metrics", port), w.scraperToken(), stranger, want); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+
 	// The agent pod deleted, then the node's two daemons restarted one
 	// after the other, with one measurement after all three (each alone
 	// asserted the same things; the node suite restarts the agent alone).
@@ -103,7 +118,7 @@ func TestEndToEnd(t *testing.T) {
 		})
 		w.waitReport(time.Now(), firstBoot) // reporting resumes, from a new boot
 
-		driftBefore := agentMetric(t, "kubefair_agent_drift_total")
+		driftBefore := w.agentMetric(agentMetricsPort, "kubefair_agent_drift_total")
 		if err := c.Restart(ctx, cluster.Kubelet); err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +132,7 @@ func TestEndToEnd(t *testing.T) {
 		// undone as quickly.
 		w.eventually(5*time.Second, "the agent to put the Burstable QoS weight back", func() (bool, string) {
 			shares, _ := os.ReadFile("/sys/fs/cgroup/cpu/kubepods/burstable/cpu.shares")
-			repairs, drift := agentMetric(t, "kubefair_agent_burstable_repairs_total"), agentMetric(t, "kubefair_agent_drift_total")
+			repairs, drift := w.agentMetric(agentMetricsPort, "kubefair_agent_burstable_repairs_total"), w.agentMetric(agentMetricsPort, "kubefair_agent_drift_total")
 			return (repairs >= 1 || drift > driftBefore) && strings.TrimSpace(string(shares)) != "2",
 				fmt.Sprintf("Burstable at %s shares, %v repairs, %v drift corrections (%v before)", strings.TrimSpace(string(shares)), repairs, drift, driftBefore)
 		})
@@ -471,24 +486,4 @@ func (w *world) checkCost() {
 			w.t.Errorf("tenant %s: cost %d µ%s for %.3f CPU-s at %.3f/h, want %.0f", tn.Name, w.billedMicros(tn), tn.Status.Currency, float64(accrued)/1e9, price, want)
 		}
 	}
-}
-
-// agentMetric reads one series of the agent's Prometheus endpoint (host
-// network, the port of ci/local-cluster-values.yaml); -1 when absent.
-func agentMetric(t *testing.T, name string) float64 {
-	resp, err := http.Get("http://127.0.0.1:19090/metrics")
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err == nil {
-				return f
-			}
-		}
-	}
-	return -1
 }

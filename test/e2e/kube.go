@@ -23,6 +23,7 @@ import (
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
 	"github.com/kubefair/kubefair/test/harness/cluster"
 	"github.com/kubefair/kubefair/test/harness/scenario"
+	"github.com/kubefair/kubefair/test/harness/scrape"
 )
 
 // world is the running cluster and the suite's ways into it.
@@ -40,6 +41,33 @@ type world struct {
 	// Shares are medians of windows many windows of window each.
 	window  time.Duration
 	windows int
+	// scraper is a token of an identity granted the chart's metrics reader
+	// role, made at the first scrape (shared by the world's copies).
+	scraper *string
+}
+
+// scraperToken is the token of the suite's scraper, a service account
+// bound to the chart's kubefair-metrics-reader ClusterRole.
+func (w *world) scraperToken() string {
+	w.t.Helper()
+	if *w.scraper == "" {
+		tok, err := scrape.Identity(w.ctx, w.k8s, "default", "kubefair-e2e-scraper", true)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		*w.scraper = tok
+	}
+	return *w.scraper
+}
+
+// agentMetric reads one series of an agent's Prometheus endpoint, at port
+// of the host's loopback, as the suite's scraper; -1 when absent.
+func (w *world) agentMetric(port int, name string) float64 {
+	_, body, err := scrape.Get(w.ctx, fmt.Sprintf("https://127.0.0.1:%d/metrics", port), w.scraperToken())
+	if err != nil {
+		return -1
+	}
+	return scrape.Value(body, name)
 }
 
 // The harness's controller-runtime clients log through controller-runtime's

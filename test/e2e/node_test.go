@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 	"testing"
@@ -41,7 +43,7 @@ func TestSystemdNode(t *testing.T) {
 	defer cancel()
 	c := upCluster(ctx, t)
 	start := time.Now()
-	g, err := c.AddGuestNode(ctx, cluster.GuestConfig{})
+	g, err := c.AddGuestNode(ctx, cluster.GuestConfig{Forward: []int{agentMetricsPort}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +58,7 @@ func TestSystemdNode(t *testing.T) {
 		}
 	})
 	w := &world{t: t, c: c, k8s: newClient(t, c), ctx: ctx, tools: scenario.Tools{Cluster: c, Helm: os.Getenv("HELM")},
-		sc: scenario.Greedy.On(g.Name()), node: g.Name(), cpu: guestUsage(g), window: guestWindow, windows: guestWindows}
+		sc: scenario.Greedy.On(g.Name()), node: g.Name(), cpu: guestUsage(g), window: guestWindow, windows: guestWindows, scraper: new(string)}
 	n := &guestWorld{world: w, g: g}
 	n.checkNodeShape()
 
@@ -110,14 +112,15 @@ func TestSystemdNode(t *testing.T) {
 			d := w.report().DriftCorrections
 			return d >= drift+int64(len(weighted)), fmt.Sprintf("driftCorrections %d, was %d (%d pods)", d, drift, len(weighted))
 		})
-		// The closed loop moves weights a little between periods: back means
-		// far from kubelet's value, near kubefair's before the reload.
+		// The closed loop moves weights between periods (under TCG by a
+		// quarter in the half minute the report may take): back means far
+		// from kubelet's value and exactly what the agent last wrote.
 		kubelet := fairness.CgroupV2WeightFromShares(51)
 		w.eventually(5*time.Second, "kubefair's weights back on every pod", func() (bool, string) {
-			now := n.podWeights()
-			for cg, want := range weighted {
-				if got := now[cg]; got < 10*kubelet || !near(got, want, 0.25) {
-					return false, fmt.Sprintf("%s holds %d, kubefair had %d (kubelet's is %d)", cg, got, want, kubelet)
+			now, written := n.podWeights(), n.writtenWeights(t)
+			for cg := range weighted {
+				if got, want := now[cg], written[cg]; got < 10*kubelet || got != want {
+					return false, fmt.Sprintf("%s holds %d, the agent last wrote %d (kubelet's is %d)", cg, got, want, kubelet)
 				}
 			}
 			return true, ""
@@ -195,7 +198,7 @@ func TestSystemdNode(t *testing.T) {
 			out := w.kubectl("get", "events", "-A", "--field-selector", "reason="+kubefairv1.EventPodsUnmeasured, "-o", "name")
 			return strings.TrimSpace(out) != "", "no event yet"
 		})
-		if got := n.agentMetric("kubefair_agent_unmeasured_pods"); got < float64(w.sc.Pods()) {
+		if got := w.agentMetric(n.g.HostPort(agentMetricsPort), "kubefair_agent_unmeasured_pods"); got < float64(w.sc.Pods()) {
 			t.Errorf("kubefair_agent_unmeasured_pods is %v, want at least the scenario's %d pods", got, w.sc.Pods())
 		}
 		if err := w.tools.InstallKubefair(ctx, true, onHost...); err != nil {
@@ -330,6 +333,27 @@ func (n *guestWorld) podWeights() map[string]uint64 {
 	return n.readUints(dirs, "cpu.weight")
 }
 
+// writtenWeights are the weights the agent's cgroup backend last wrote, by
+// cgroup directory, from its state file.
+func (n *guestWorld) writtenWeights(t *testing.T) map[string]uint64 {
+	t.Helper()
+	out, err := n.g.Run(n.ctx, "cat "+path.Join(scenario.AgentStateDir(n.c), "cgroup-weights.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state struct {
+		Written map[string]uint64 `json:"written"`
+	}
+	if err := json.Unmarshal([]byte(out), &state); err != nil {
+		t.Fatalf("the agent's cgroup state: %v", err)
+	}
+	byDir := map[string]uint64{}
+	for cg, w := range state.Written {
+		byDir[path.Join("/sys/fs/cgroup", cg)] = w
+	}
+	return byDir
+}
+
 // readUints reads a one-number file in each directory; a directory that
 // is gone is left out.
 func (n *guestWorld) readUints(dirs []string, file string) map[string]uint64 {
@@ -390,24 +414,6 @@ func (n *guestWorld) agentPod() corev1.Pod {
 		}
 	}
 	return corev1.Pod{}
-}
-
-// agentMetric reads one series of the guest agent's Prometheus endpoint
-// (host network, the port of ci/local-cluster-values.yaml) from inside the
-// guest; -1 when absent.
-func (n *guestWorld) agentMetric(name string) float64 {
-	out, err := n.g.Run(n.ctx, `exec 3<>/dev/tcp/127.0.0.1/19090 && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && cat <&3`)
-	if err != nil {
-		return -1
-	}
-	for _, line := range strings.Split(out, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
-			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
-				return f
-			}
-		}
-	}
-	return -1
 }
 
 // guestUsage reads the pods' CPU time from their slices' cpu.stat in the

@@ -17,12 +17,14 @@ import (
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
 	"github.com/kubefair/kubefair/controllers"
+	"github.com/kubefair/kubefair/internal/metricsauth"
 )
 
 func main() {
 	var metricsAddr, probeAddr, leaderNamespace string
-	var leaderElect bool
+	var leaderElect, metricsSecure bool
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address the Prometheus metrics endpoint binds to; 0 disables it")
+	flag.BoolVar(&metricsSecure, "metrics-secure", true, "serve the metrics endpoint over HTTPS, only to callers the API server authenticates and allows to get /metrics (the chart's ClusterRole "+metricsauth.ReaderRole+"); false serves plain HTTP to anyone who reaches the port")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address the /healthz and /readyz probes bind to")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader so that only one replica reconciles at a time")
 	flag.StringVar(&leaderNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's namespace)")
@@ -41,9 +43,13 @@ func main() {
 		log.Error(err, "no Kubernetes API configuration (in-cluster, KUBECONFIG or --kubeconfig)")
 		os.Exit(1)
 	}
+	metrics := metricsserver.Options{BindAddress: metricsAddr}
+	if metricsSecure { // (controller-runtime makes a self-signed certificate)
+		metrics.SecureServing, metrics.FilterProvider = true, metricsauth.FilterProvider
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		Metrics:                 metrics,
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "kubefair-controller.kubefair.io",

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
+	"github.com/kubefair/kubefair/internal/metricsauth"
 	"github.com/kubefair/kubefair/node-agent/agent"
 	"github.com/kubefair/kubefair/node-agent/enforce/threads"
 	"github.com/kubefair/kubefair/node-agent/fairness"
@@ -49,6 +51,7 @@ func run() error {
 	reportPeriod := flag.Duration("report-period", 10*time.Second, "how often to write this node's NodeShareReport")
 	backend := flag.String("backend", "auto", "enforcement: cgroup (pod weights only), syscall (plus thread weights through the patched kernel's sched_setweight), nice (plus per-thread nice levels, approximate), auto (syscall when the kernel publishes the ABI, else cgroup)")
 	metricsAddr := flag.String("metrics-bind-address", ":9090", "address of the Prometheus endpoint; 0 disables it")
+	metricsSecure := flag.Bool("metrics-secure", true, "serve the Prometheus endpoint over HTTPS, only to callers the API server authenticates and allows to get /metrics (the chart's ClusterRole "+metricsauth.ReaderRole+"); false serves plain HTTP to anyone who reaches the port")
 	probeAddr := flag.String("health-probe-bind-address", ":9091", "address of /healthz and /readyz")
 	restoreOnExit := flag.Bool("restore-on-exit", false, "when stopped (SIGTERM, SIGINT), put kubelet's weights back on every pod kubefair changed before exiting (the chart sets it: uninstall and updates leave stock weights until the next agent)")
 	restoreNow := flag.Bool("restore", false, "put kubelet's weights back on every pod a previous agent changed (from --state-dir), then exit")
@@ -121,9 +124,21 @@ func run() error {
 		return err
 	}
 
-	serve(ctx, *metricsAddr, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	var metrics http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	var metricsTLS *tls.Config
+	if *metricsSecure {
+		guard, err := metricsauth.New(rest)
+		if err != nil {
+			return err
+		}
+		if metricsTLS, err = metricsauth.SelfSignedTLS(); err != nil {
+			return err
+		}
+		metrics = guard.Wrap(metrics)
+	}
+	serve(ctx, *metricsAddr, "/metrics", metricsTLS, metrics)
 	ready := make(chan struct{})
-	serve(ctx, *probeAddr, "/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	serve(ctx, *probeAddr, "/", nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/readyz" {
 			select {
 			case <-ready:
@@ -164,14 +179,21 @@ func run() error {
 	return nil
 }
 
-func serve(ctx context.Context, addr, pattern string, h http.Handler) {
+// serve serves h at pattern on addr, over TLS when tlsCfg is set.
+func serve(ctx context.Context, addr, pattern string, tlsCfg *tls.Config, h http.Handler) {
 	if addr == "0" || addr == "" {
 		return
 	}
 	mux := http.NewServeMux()
 	mux.Handle(pattern, h)
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.ListenAndServe() }()
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second, TLSConfig: tlsCfg}
+	go func() {
+		if tlsCfg != nil {
+			_ = srv.ListenAndServeTLS("", "")
+		} else {
+			_ = srv.ListenAndServe()
+		}
+	}()
 	go func() { <-ctx.Done(); _ = srv.Close() }()
 }
 

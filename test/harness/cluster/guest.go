@@ -66,6 +66,9 @@ type GuestConfig struct {
 	// Images are imported into the node's containerd (default: pause,
 	// burner and agent).
 	Images []images.Image `json:"-"`
+	// Forward are guest ports reachable from the host's loopback, each on a
+	// free port of its own (HostPort), e.g. a host-network pod's.
+	Forward []int
 	// Labels and Taints the node registers with.
 	Labels map[string]string
 	Taints []corev1.Taint
@@ -124,6 +127,8 @@ type guestState struct {
 	Config  GuestConfig `json:"config"`
 	QEMU    component   `json:"qemu"`
 	SSHPort int         `json:"sshPort"`
+	// Forwards are the host ports of GuestConfig.Forward, by guest port.
+	Forwards map[int]int `json:"forwards,omitempty"`
 	// HostRoute is GuestIP's route in the host's local table, once added.
 	HostRoute string `json:"hostRoute,omitempty"`
 }
@@ -133,6 +138,10 @@ type GuestNode struct {
 	c    *Cluster
 	name string
 	cfg  GuestConfig
+	// exited is closed when the QEMU this process booted exits, with
+	// exitErr its status (nil for a guest attached to, not booted).
+	exited  chan struct{}
+	exitErr error
 }
 
 // Name is the node's name.
@@ -146,6 +155,10 @@ func (g *GuestNode) IP() string { return GuestIP }
 func (g *GuestNode) SerialLog() string { return g.c.logPath("guest-" + g.name + ".serial") }
 
 func (g *GuestNode) state() guestState { return g.c.state.Guests[g.name] }
+
+// HostPort is the port of the host's loopback that reaches guestPort, one
+// of GuestConfig.Forward (0 for another).
+func (g *GuestNode) HostPort(guestPort int) int { return g.state().Forwards[guestPort] }
 
 // SSHArgs are the ssh command line that logs into the guest as root (for a
 // person: `ssh <SSHArgs...>`; append a command to run one).
@@ -381,6 +394,12 @@ func (g *GuestNode) boot() error {
 	st := c.state.Guests[g.name]
 	st.SSHPort = port
 	st.HostRoute = GuestIP
+	st.Forwards = map[int]int{}
+	for _, gp := range g.cfg.Forward {
+		if st.Forwards[gp], err = freePort(); err != nil {
+			return err
+		}
+	}
 	c.state.Guests[g.name] = st
 	if err := c.save(); err != nil {
 		return err
@@ -390,6 +409,9 @@ func (g *GuestNode) boot() error {
 	}
 	netdev := fmt.Sprintf("user,id=n0,net=%s,host=%s,hostfwd=tcp:127.0.0.1:%d-%s:22,hostfwd=tcp:%s:%d-%s:%d",
 		guestNet, guestHostAddr, port, GuestIP, GuestIP, guestKubeletPort, GuestIP, guestKubeletPort)
+	for gp, hp := range st.Forwards {
+		netdev += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-%s:%d", hp, GuestIP, gp)
+	}
 	args := []string{
 		"-name", "kubefair-" + g.name,
 		"-accel", "tcg,thread=multi", "-smp", fmt.Sprint(g.cfg.CPUs), "-m", fmt.Sprint(g.cfg.MemoryMiB),
@@ -415,7 +437,8 @@ func (g *GuestNode) boot() error {
 		return fmt.Errorf("starting QEMU: %w", err)
 	}
 	c.started["guest-"+g.name] = cmd
-	go func() { _ = cmd.Wait() }()
+	g.exited = make(chan struct{})
+	go func() { g.exitErr = cmd.Wait(); close(g.exited) }()
 	st.QEMU = component{PID: cmd.Process.Pid, Args: append([]string{bin}, args...)}
 	c.state.Guests[g.name] = st
 	return c.save()
@@ -423,12 +446,17 @@ func (g *GuestNode) boot() error {
 
 // waitSSH waits until the guest's sshd answers (systemd has booted).
 func (g *GuestNode) waitSSH(ctx context.Context) error {
-	qemu := g.state().QEMU
 	var last error
 	for {
-		if !isOurs(qemu.PID, qemu.Args[0]) {
+		select {
+		case <-g.exited:
+			// The error carries what tells why: Down removes the files.
 			out, _ := os.ReadFile(g.c.logPath("guest-" + g.name + ".qemu"))
-			return fmt.Errorf("QEMU of guest %s exited: %s (console in %s)", g.name, strings.TrimSpace(string(out)), g.SerialLog())
+			console, _ := os.ReadFile(g.SerialLog())
+			lines := strings.Split(strings.TrimSpace(string(console)), "\n")
+			lines = lines[max(0, len(lines)-30):]
+			return fmt.Errorf("QEMU of guest %s exited (%v): %q; the console's last lines:\n%s", g.name, g.exitErr, strings.TrimSpace(string(out)), strings.Join(lines, "\n"))
+		default:
 		}
 		// Until the guest's network is up, QEMU accepts the connection and
 		// ssh waits for a banner: try again soon.

@@ -80,9 +80,12 @@ func ChartValues(c *cluster.Cluster) []string {
 		"-f", filepath.Join(kubeapi.RepoRoot(), "charts", "kubefair", "ci", "local-cluster-values.yaml"),
 		"--set", "apiServerOverride.port=" + strconv.Itoa(c.APIPort()),
 		"--set", "agent.containerdSocket=" + c.ContainerdSocket(),
-		"--set", "agent.stateDir=" + filepath.Join(c.Dir(), "kubefair-agent"),
+		"--set", "agent.stateDir=" + AgentStateDir(c),
 	}
 }
+
+// AgentStateDir is the agents' state directory on each node of the cluster.
+func AgentStateDir(c *cluster.Cluster) string { return filepath.Join(c.Dir(), "kubefair-agent") }
 
 // Usage reads pods' cumulative CPU time, in nanoseconds, on the node
 // they run on.

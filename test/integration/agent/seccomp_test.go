@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
@@ -29,6 +29,7 @@ import (
 	"github.com/kubefair/kubefair/test/harness/containerd"
 	"github.com/kubefair/kubefair/test/harness/kubeapi"
 	"github.com/kubefair/kubefair/test/harness/podcgroups"
+	"github.com/kubefair/kubefair/test/harness/scrape"
 )
 
 var (
@@ -96,20 +97,11 @@ func newNode(t *testing.T, prefix string) *nodeScene {
 		createCRIContainer(t, d.Address, "app-"+string(p.UID), p, "burner", "container", cg)
 		createCRIContainer(t, d.Address, "sandbox-"+string(p.UID), p, "", "sandbox", path.Dir(cg)+"/pause-"+string(p.UID)[:8])
 	}
-	n := &nodeScene{w: w, threaded: threaded, containerd: d, kubeconfig: filepath.Join(t.TempDir(), "kubeconfig"), metrics: freeAddress(t), probes: freeAddress(t)}
+	n := &nodeScene{w: w, threaded: threaded, containerd: d, kubeconfig: filepath.Join(t.TempDir(), "kubeconfig"), metrics: scrape.FreeAddress(t), probes: scrape.FreeAddress(t)}
 	if err := api.WriteKubeconfig(n.kubeconfig); err != nil {
 		t.Fatal(err)
 	}
 	return n
-}
-
-func freeAddress(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // args are the agent's flags as the chart gives them, for this node, with
@@ -209,7 +201,24 @@ func (n *nodeScene) enforces(t *testing.T, p *agentProcess) {
 	if reniced := n.renicedThreads(t, n.threaded); reniced == 0 {
 		t.Error("no thread of the two-thread two-thread burners has a nice level: the nice backend did not write")
 	}
-	for _, u := range []string{"http://" + n.metrics + "/metrics", "http://" + n.probes + "/healthz", "http://" + n.probes + "/readyz"} {
+	// The metrics, as the chart serves them: to a granted identity alone,
+	// checked with the API server (TokenReview, SubjectAccessReview) by the
+	// confined agent.
+	if err := n.w.k8s.Create(ctx, scrape.ReaderRole()); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	granted, err := scrape.Identity(ctx, n.w.k8s, "default", "seccomp-scraper", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := scrape.Identity(ctx, n.w.k8s, "default", "seccomp-stranger", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := scrape.Guarded(ctx, "https://"+n.metrics+"/metrics", granted, stranger, "kubefair_agent_"); err != nil {
+		t.Error(err)
+	}
+	for _, u := range []string{"http://" + n.probes + "/healthz", "http://" + n.probes + "/readyz"} {
 		resp, err := http.Get(u)
 		if err != nil {
 			t.Errorf("GET %s: %v", u, err)
@@ -217,7 +226,7 @@ func (n *nodeScene) enforces(t *testing.T, p *agentProcess) {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || (strings.HasSuffix(u, "/metrics") && !strings.Contains(string(body), "kubefair_agent_")) {
+		if resp.StatusCode != http.StatusOK {
 			t.Errorf("GET %s: %d %.200s", u, resp.StatusCode, body)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -17,6 +18,8 @@ import (
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
 	"github.com/kubefair/kubefair/controllers"
+	"github.com/kubefair/kubefair/internal/metricsauth"
+	"github.com/kubefair/kubefair/test/harness/scrape"
 )
 
 // TestMetricsCountWhatTheLedgerWrites: the billing counters add exactly
@@ -75,5 +78,38 @@ func TestMetricsCountWhatTheLedgerWrites(t *testing.T) {
 		refused := value("kubefair_reports_refused_total", map[string]string{"node": "metrics-n1", "reason": kubefairv1.ReasonCPUsAboveCapacity})
 		capacity := value("kubefair_node_cpu_seconds_total", map[string]string{"node": "metrics-n1", "part": "capacity"})
 		return cpu == 10 && money == 0.01 && refused == 1 && capacity == 40, fmt.Sprintf("cpu %v cost %v refused %v capacity %v", cpu, money, refused, capacity)
+	})
+}
+
+// TestMetricsOnlyToAGrantedIdentity: the controller's metrics server as its
+// main sets it up serves only callers the API server authenticates and
+// allows to get /metrics.
+func TestMetricsOnlyToAGrantedIdentity(t *testing.T) {
+	addr := scrape.FreeAddress(t)
+	mgr, err := ctrl.NewManager(api.Config, ctrl.Options{Logger: testr.New(t).V(1), Scheme: scheme.Scheme,
+		Metrics:    metricsserver.Options{BindAddress: addr, SecureServing: true, FilterProvider: metricsauth.FilterProvider},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(c) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	if err := k8s.Create(ctx(), scrape.ReaderRole()); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	granted, err := scrape.Identity(ctx(), k8s, "default", "metrics-scraper", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := scrape.Identity(ctx(), k8s, "default", "metrics-stranger", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the metrics served to a granted identity alone", func() (bool, string) {
+		err := scrape.Guarded(ctx(), "https://"+addr+"/metrics", granted, stranger, "controller_runtime_")
+		return err == nil, fmt.Sprint(err)
 	})
 }
