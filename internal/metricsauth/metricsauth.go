@@ -8,9 +8,15 @@ package metricsauth
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"fmt"
+	"math/big"
 	"net"
 	"net/http"
 	"strings"
@@ -24,7 +30,6 @@ import (
 	authnclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	authzclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
-	certutil "k8s.io/client-go/util/cert"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
@@ -173,15 +178,29 @@ func (g *Guard) ask(ctx context.Context, token, path string) (v verdict, keep bo
 
 // SelfSignedTLS is a serving configuration with a certificate made at
 // start: scrapers authenticate the endpoint's caller, not the endpoint
-// (Prometheus scrapes pods by IP, with insecureSkipVerify).
+// (Prometheus scrapes pods by IP, with insecureSkipVerify). An ECDSA P-256
+// key: an RSA one takes a slow node (or an emulated one) seconds to a
+// minute to find, long enough for a liveness probe to give up.
 func SelfSignedTLS() (*tls.Config, error) {
-	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKeyWithFixtures("localhost", []net.IP{{127, 0, 0, 1}}, nil, "")
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, fmt.Errorf("making the metrics endpoint's certificate: %w", err)
+		return nil, fmt.Errorf("making the metrics endpoint's key: %w", err)
 	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
 	if err != nil {
 		return nil, err
 	}
+	now := time.Now()
+	template := &x509.Certificate{
+		SerialNumber: serial, Subject: pkix.Name{CommonName: "kubefair-metrics"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.AddDate(10, 0, 0),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
+	if err != nil {
+		return nil, fmt.Errorf("making the metrics endpoint's certificate: %w", err)
+	}
+	cert := tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }

@@ -3,13 +3,17 @@ package discovery
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	containersapi "github.com/containerd/containerd/api/services/containers/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/kubefair/kubefair/node-agent/cgroupfs"
 )
@@ -57,13 +61,13 @@ func (c *containerd) Containers(ctx context.Context) ([]Container, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	ctx = metadata.AppendToOutgoingContext(ctx, "containerd-namespace", c.namespace)
-	resp, err := c.client.List(ctx, &containersapi.ListContainersRequest{})
+	listed, err := c.list(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("listing containers in containerd namespace %s: %w", c.namespace, err)
 	}
 	var out []Container
-	seen := make(map[string]string, len(resp.Containers))
-	for _, ct := range resp.Containers {
+	seen := make(map[string]string, len(listed))
+	for _, ct := range listed {
 		uid := ct.Labels[LabelPodUID]
 		if uid == "" {
 			continue // not a Kubernetes container
@@ -81,6 +85,34 @@ func (c *containerd) Containers(ctx context.Context) ([]Container, error) {
 	}
 	c.cgroupOf = seen
 	return out, nil
+}
+
+// list streams the containers one message each: List answers in one
+// message, which with each container's whole OCI spec (about 10 KB with
+// the runtime's seccomp profile) passes gRPC's 4 MiB limit at a few hundred
+// containers. A containerd without ListStream is asked with List.
+func (c *containerd) list(ctx context.Context) ([]*containersapi.Container, error) {
+	stream, err := c.client.ListStream(ctx, &containersapi.ListContainersRequest{})
+	if err != nil {
+		return nil, err
+	}
+	var out []*containersapi.Container
+	for {
+		m, err := stream.Recv()
+		switch {
+		case errors.Is(err, io.EOF):
+			return out, nil
+		case status.Code(err) == codes.Unimplemented:
+			resp, err := c.client.List(ctx, &containersapi.ListContainersRequest{})
+			if err != nil {
+				return nil, err
+			}
+			return resp.Containers, nil
+		case err != nil:
+			return nil, err
+		}
+		out = append(out, m.Container)
+	}
 }
 
 // cgroupFromSpec is the container's cgroup in the agent's hierarchy, from

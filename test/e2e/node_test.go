@@ -117,7 +117,7 @@ func TestSystemdNode(t *testing.T) {
 		// from kubelet's value and exactly what the agent last wrote.
 		kubelet := fairness.CgroupV2WeightFromShares(51)
 		w.eventually(5*time.Second, "kubefair's weights back on every pod", func() (bool, string) {
-			now, written := n.podWeights(), n.writtenWeights(t)
+			now, written := n.podWeightsAndWritten(t)
 			for cg := range weighted {
 				if got, want := now[cg], written[cg]; got < 10*kubelet || got != want {
 					return false, fmt.Sprintf("%s holds %d, the agent last wrote %d (kubelet's is %d)", cg, got, want, kubelet)
@@ -333,25 +333,32 @@ func (n *guestWorld) podWeights() map[string]uint64 {
 	return n.readUints(dirs, "cpu.weight")
 }
 
-// writtenWeights are the weights the agent's cgroup backend last wrote, by
-// cgroup directory, from its state file.
-func (n *guestWorld) writtenWeights(t *testing.T) map[string]uint64 {
+// podWeightsAndWritten are the pod slices' weights and the weights the
+// agent's cgroup backend last wrote (its state file), by cgroup directory,
+// read in one go: the closed loop rewrites weights every period.
+func (n *guestWorld) podWeightsAndWritten(t *testing.T) (now, written map[string]uint64) {
 	t.Helper()
-	out, err := n.g.Run(n.ctx, "cat "+path.Join(scenario.AgentStateDir(n.c), "cgroup-weights.json"))
+	var dirs []string
+	for _, p := range n.scenarioPods() {
+		dirs = append(dirs, n.podSlice(p))
+	}
+	out, err := n.g.Run(n.ctx, "cat "+path.Join(scenario.AgentStateDir(n.c), "cgroup-weights.json")+
+		"; echo; for d in "+strings.Join(dirs, " ")+"; do [ -f $d/cpu.weight ] && echo $d $(cat $d/cpu.weight); done")
 	if err != nil {
 		t.Fatal(err)
 	}
+	stateJSON, pairs, _ := strings.Cut(out, "\n")
 	var state struct {
 		Written map[string]uint64 `json:"written"`
 	}
-	if err := json.Unmarshal([]byte(out), &state); err != nil {
+	if err := json.Unmarshal([]byte(stateJSON), &state); err != nil {
 		t.Fatalf("the agent's cgroup state: %v", err)
 	}
-	byDir := map[string]uint64{}
+	written = map[string]uint64{}
 	for cg, w := range state.Written {
-		byDir[path.Join("/sys/fs/cgroup", cg)] = w
+		written[path.Join("/sys/fs/cgroup", cg)] = w
 	}
-	return byDir
+	return parsePairs(t, pairs), written
 }
 
 // readUints reads a one-number file in each directory; a directory that

@@ -124,6 +124,20 @@ func run() error {
 		return err
 	}
 
+	// The probes first: the metrics' set-up must not keep them waiting.
+	ready := make(chan struct{})
+	serve(ctx, *probeAddr, "/", nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/readyz" {
+			select {
+			case <-ready:
+			default:
+				http.Error(w, "waiting for the API cache", http.StatusServiceUnavailable)
+				return
+			}
+		}
+		_, _ = w.Write([]byte("ok"))
+	}))
+
 	var metrics http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	var metricsTLS *tls.Config
 	if *metricsSecure {
@@ -137,18 +151,6 @@ func run() error {
 		metrics = guard.Wrap(metrics)
 	}
 	serve(ctx, *metricsAddr, "/metrics", metricsTLS, metrics)
-	ready := make(chan struct{})
-	serve(ctx, *probeAddr, "/", nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/readyz" {
-			select {
-			case <-ready:
-			default:
-				http.Error(w, "waiting for the API cache", http.StatusServiceUnavailable)
-				return
-			}
-		}
-		_, _ = w.Write([]byte("ok"))
-	}))
 
 	go func() { _ = cache.Start(ctx) }()
 	if !cache.WaitForCacheSync(ctx) {

@@ -62,6 +62,8 @@ type Container struct {
 	// CPUShares is the container's cpu.shares, as kubelet sets it from
 	// the CPU request (the pod cgroup's own value is kubelet's, not runc's).
 	CPUShares uint64
+	// Annotations go in the OCI spec (the CRI plugin puts its own there).
+	Annotations map[string]string
 }
 
 // client is a connection to the daemon with a namespaced context.
@@ -259,8 +261,9 @@ func runtimeSpec(c Container) *specs.Spec {
 			Capabilities:    &specs.LinuxCapabilities{},
 			NoNewPrivileges: true,
 		},
-		Root:     &specs.Root{Path: "rootfs"},
-		Hostname: strings.ToLower(c.ID),
+		Root:        &specs.Root{Path: "rootfs"},
+		Hostname:    strings.ToLower(c.ID),
+		Annotations: c.Annotations,
 		Mounts: []specs.Mount{
 			{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
 			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},

@@ -10,10 +10,19 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	containersapi "github.com/containerd/containerd/api/services/containers/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubefair/kubefair/node-agent/discovery"
 	"github.com/kubefair/kubefair/test/harness/containerd"
@@ -201,4 +210,67 @@ func shortTempDir(t testing.TB) (string, error) {
 	dir := filepath.Join("/tmp", fmt.Sprintf("kf-ctrd-%d", time.Now().UnixNano()%1e9))
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	return dir, os.MkdirAll(dir, 0o700)
+}
+
+// TestDiscoveryOfManyContainers: 250 pods, 500 containers (a sandbox and a
+// container each) whose OCI specs weigh what the CRI plugin's do with the
+// runtime's seccomp profile (about 10 KB). containerd's List answers in one
+// gRPC message, past the 4 MiB a client receives by default; discovery
+// streams them and finds every one, with its pod and cgroup.
+func TestDiscoveryOfManyContainers(t *testing.T) {
+	const pods, specSize = 250, 10 << 10
+	w := newWorld(t)
+	dir, err := shortTempDir(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := containerd.Start(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Stop() })
+	ctx := context.Background()
+	padding := map[string]string{"kubefair.test/spec-size": strings.Repeat("x", specSize)}
+	want := map[string]string{} // container id → cgroup
+	for i := range pods {
+		uid := fmt.Sprintf("%08d-0000-4000-8000-000000000000", i)
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "many", Name: fmt.Sprintf("p%d", i), UID: types.UID(uid)}}
+		for _, c := range []struct{ kind, name string }{{"sandbox", ""}, {"container", "app"}} {
+			id := containerID()
+			cg := podcgroups.PodCgroup(uid) + "/" + id
+			if err := d.Register(ctx, containerd.Container{ID: id, Image: images.Pause.Ref, Labels: criLabels(pod, c.kind, c.name),
+				CgroupsPath: w.tree.KubeletRoot + cg, Annotations: padding}); err != nil {
+				t.Fatal(err)
+			}
+			want[id] = cg
+		}
+	}
+
+	// The wall: one List of them all is refused.
+	conn, err := grpc.NewClient("unix://"+d.Address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, err = containersapi.NewContainersClient(conn).List(metadata.AppendToOutgoingContext(ctx, "containerd-namespace", containerd.Namespace), &containersapi.ListContainersRequest{})
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("List of %d containers: %v, want ResourceExhausted (the specs are too small to test the wall)", len(want), err)
+	}
+
+	src, err := discovery.NewContainerd(d.Address, containerd.Namespace, w.hierarchy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	found, err := src.Containers(ctx)
+	if err != nil {
+		t.Fatalf("discovering %d containers: %v", len(want), err)
+	}
+	if len(found) != len(want) {
+		t.Fatalf("discovered %d containers, want %d", len(found), len(want))
+	}
+	for _, c := range found {
+		if cg, ok := want[c.ID]; !ok || c.Cgroup != cg || path.Base(path.Dir(cg)) != "pod"+c.PodUID {
+			t.Errorf("discovered %+v, want cgroup %s", c, cg)
+		}
+	}
 }
