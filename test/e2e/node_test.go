@@ -112,14 +112,17 @@ func TestSystemdNode(t *testing.T) {
 			d := w.report().DriftCorrections
 			return d >= drift+int64(len(weighted)), fmt.Sprintf("driftCorrections %d, was %d (%d pods)", d, drift, len(weighted))
 		})
-		// The closed loop moves weights between periods (under TCG by a
-		// quarter in the half minute the report may take): back means far
-		// from kubelet's value and exactly what the agent last wrote.
+		// The closed loop moves weights every period (under TCG by a quarter
+		// in the half minute the report may take), and under TCG the agent's
+		// pass over the pods takes much of a period: a read of the weights
+		// and of its state file (saved after the pass) can straddle its
+		// writes. Back means far from kubelet's value and within a period's
+		// move (a few percent) of what the agent last recorded.
 		kubelet := fairness.CgroupV2WeightFromShares(51)
 		w.eventually(5*time.Second, "kubefair's weights back on every pod", func() (bool, string) {
 			now, written := n.podWeightsAndWritten(t)
 			for cg := range weighted {
-				if got, want := now[cg], written[cg]; got < 10*kubelet || got != want {
+				if got, want := now[cg], written[cg]; got < 10*kubelet || !near(got, want, 0.10) {
 					return false, fmt.Sprintf("%s holds %d, the agent last wrote %d (kubelet's is %d)", cg, got, want, kubelet)
 				}
 			}
