@@ -327,26 +327,25 @@ func (n *guestWorld) weights() map[string]uint64 {
 	return n.readUints(dirs, "cpu.weight")
 }
 
-// podWeights are the pod slices' weights alone.
-func (n *guestWorld) podWeights() map[string]uint64 {
+// podSlices are the scenario's pod slices.
+func (n *guestWorld) podSlices() []string {
 	var dirs []string
 	for _, p := range n.scenarioPods() {
 		dirs = append(dirs, n.podSlice(p))
 	}
-	return n.readUints(dirs, "cpu.weight")
+	return dirs
 }
+
+// podWeights are the pod slices' weights alone.
+func (n *guestWorld) podWeights() map[string]uint64 { return n.readUints(n.podSlices(), "cpu.weight") }
 
 // podWeightsAndWritten are the pod slices' weights and the weights the
 // agent's cgroup backend last wrote (its state file), by cgroup directory,
 // read in one go: the closed loop rewrites weights every period.
 func (n *guestWorld) podWeightsAndWritten(t *testing.T) (now, written map[string]uint64) {
 	t.Helper()
-	var dirs []string
-	for _, p := range n.scenarioPods() {
-		dirs = append(dirs, n.podSlice(p))
-	}
 	out, err := n.g.Run(n.ctx, "cat "+path.Join(scenario.AgentStateDir(n.c), "cgroup-weights.json")+
-		"; echo; for d in "+strings.Join(dirs, " ")+"; do [ -f $d/cpu.weight ] && echo $d $(cat $d/cpu.weight); done")
+		"; echo; for d in "+strings.Join(n.podSlices(), " ")+"; do [ -f $d/cpu.weight ] && echo $d $(cat $d/cpu.weight); done")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,6 +49,20 @@ func Identity(ctx context.Context, c client.Client, ns, name string, granted boo
 	return tr.Status.Token, nil
 }
 
+// Identities are, for a suite that runs without the chart, the chart's
+// reader role (ReaderRole) and tokens of two service accounts named after
+// prefix: one bound to it, one not.
+func Identities(ctx context.Context, c client.Client, prefix string) (granted, stranger string, err error) {
+	if err := c.Create(ctx, ReaderRole()); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", "", err
+	}
+	if granted, err = Identity(ctx, c, "default", prefix+"-scraper", true); err != nil {
+		return "", "", err
+	}
+	stranger, err = Identity(ctx, c, "default", prefix+"-stranger", false)
+	return granted, stranger, err
+}
+
 // ReaderRole is the chart's ClusterRole that grants scraping, for suites
 // that run without the chart (the chart suite checks the chart's is this).
 func ReaderRole() *rbacv1.ClusterRole {

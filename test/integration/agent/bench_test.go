@@ -55,15 +55,7 @@ func benchCost(b *testing.B) {
 	for i := 0; i < costTenants; i++ {
 		w.addTenant(fmt.Sprintf("cost-%d", i), int32(i+1), costPodsPerTenant, costThreads)
 	}
-	dir, err := shortTempDir(b)
-	if err != nil {
-		b.Fatal(err)
-	}
-	d, err := containerd.Start(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = d.Stop() })
+	d, _ := startContainerd(b)
 	var pods corev1.PodList
 	if err := w.k8s.List(context.Background(), &pods); err != nil {
 		b.Fatal(err)

@@ -114,15 +114,7 @@ func containerID() string {
 // and picks containerd up again after its restart.
 func TestRuncContainers(t *testing.T) {
 	w := newWorld(t)
-	dir, err := shortTempDir(t)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := containerd.Start(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Stop() })
+	d, dir := startContainerd(t)
 	for _, img := range []images.Image{images.Burner, images.Pause} {
 		tarball := filepath.Join(dir, path.Base(img.Package)+".tar")
 		if err := img.Build(kubeapi.RepoRoot(), tarball); err != nil {
@@ -206,6 +198,22 @@ func TestRuncContainers(t *testing.T) {
 }
 
 // shortTempDir keeps the containerd socket path under the 108-byte limit.
+// startContainerd starts a private containerd in a short directory of its
+// own (also returned, for the test's files), stopped when the test ends.
+func startContainerd(t testing.TB) (*containerd.Daemon, string) {
+	t.Helper()
+	dir, err := shortTempDir(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := containerd.Start(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Stop() })
+	return d, dir
+}
+
 func shortTempDir(t testing.TB) (string, error) {
 	dir := filepath.Join("/tmp", fmt.Sprintf("kf-ctrd-%d", time.Now().UnixNano()%1e9))
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
@@ -220,15 +228,7 @@ func shortTempDir(t testing.TB) (string, error) {
 func TestDiscoveryOfManyContainers(t *testing.T) {
 	const pods, specSize = 250, 10 << 10
 	w := newWorld(t)
-	dir, err := shortTempDir(t)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := containerd.Start(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Stop() })
+	d, _ := startContainerd(t)
 	ctx := context.Background()
 	padding := map[string]string{"kubefair.test/spec-size": strings.Repeat("x", specSize)}
 	want := map[string]string{} // container id → cgroup

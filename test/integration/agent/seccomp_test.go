@@ -21,7 +21,6 @@ import (
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
@@ -75,15 +74,7 @@ func newNode(t *testing.T, prefix string) *nodeScene {
 	threaded, single := prefix+"-a", prefix+"-b"
 	w.addTenant(threaded, 3, 2, 2)
 	w.addTenant(single, 1, 1, 1)
-	dir, err := shortTempDir(t)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := containerd.Start(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Stop() })
+	d, _ := startContainerd(t)
 	var pods corev1.PodList
 	if err := w.k8s.List(context.Background(), &pods); err != nil {
 		t.Fatal(err)
@@ -204,14 +195,7 @@ func (n *nodeScene) enforces(t *testing.T, p *agentProcess) {
 	// The metrics, as the chart serves them: to a granted identity alone,
 	// checked with the API server (TokenReview, SubjectAccessReview) by the
 	// confined agent.
-	if err := n.w.k8s.Create(ctx, scrape.ReaderRole()); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	granted, err := scrape.Identity(ctx, n.w.k8s, "default", "seccomp-scraper", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stranger, err := scrape.Identity(ctx, n.w.k8s, "default", "seccomp-stranger", false)
+	granted, stranger, err := scrape.Identities(ctx, n.w.k8s, "seccomp")
 	if err != nil {
 		t.Fatal(err)
 	}

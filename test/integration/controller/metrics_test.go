@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -97,14 +96,7 @@ func TestMetricsOnlyToAGrantedIdentity(t *testing.T) {
 	go func() { done <- mgr.Start(c) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	if err := k8s.Create(ctx(), scrape.ReaderRole()); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	granted, err := scrape.Identity(ctx(), k8s, "default", "metrics-scraper", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stranger, err := scrape.Identity(ctx(), k8s, "default", "metrics-stranger", false)
+	granted, stranger, err := scrape.Identities(ctx(), k8s, "metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
