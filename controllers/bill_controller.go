@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -13,7 +14,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
@@ -31,6 +31,9 @@ type billKey struct{ UID, Period string }
 // anything off a bill.
 type BillReconciler struct {
 	client.Client
+	// Period spaces the recomputations the usage records cause (throttle):
+	// a bill follows the nodes' reports at most once per period.
+	Period time.Duration
 }
 
 // +kubebuilder:rbac:groups=kubefair.io,resources=tenantbills,verbs=get;list;watch;create;update;patch
@@ -160,7 +163,7 @@ func sumBill(b *kubefairv1.TenantBill) error {
 func (r *BillReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return builder.TypedControllerManagedBy[billKey](mgr).
 		Named("tenantbill").
-		Watches(&kubefairv1.UsageRecord{}, handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []billKey {
+		Watches(&kubefairv1.UsageRecord{}, newThrottle[billKey](r.Period).handler(func(_ context.Context, o client.Object) []billKey {
 			u := o.(*kubefairv1.UsageRecord)
 			var keys []billKey
 			for _, l := range u.Lines {

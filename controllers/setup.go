@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
@@ -20,6 +21,9 @@ type Options struct {
 	// Registry takes the Prometheus collectors instead of
 	// controller-runtime's (a test that reads them).
 	Registry prometheus.Registerer
+	// StatusPeriod is how often at most the nodes' reports rewrite a
+	// tenant's status and bills (default DefaultStatusPeriod).
+	StatusPeriod time.Duration
 }
 
 // Leader election holds a Lease in the controller's own namespace only.
@@ -30,6 +34,9 @@ type Options struct {
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if opts.StatusPeriod <= 0 {
+		opts.StatusPeriod = DefaultStatusPeriod
 	}
 	if err := registerIndexes(ctx, mgr); err != nil {
 		return fmt.Errorf("registering indexes: %w", err)
@@ -52,7 +59,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	recorder := mgr.GetEventRecorder("kubefair-controller")
-	if err := (&TenantReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Clock: opts.Clock}).SetupWithManager(mgr); err != nil {
+	if err := (&TenantReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Clock: opts.Clock, StatusPeriod: opts.StatusPeriod}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the tenant controller: %w", err)
 	}
 	if err := (&PricingTierReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
@@ -61,7 +68,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := (&LedgerReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Facts: facts, Recorder: recorder, Clock: opts.Clock, Metrics: bm}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the ledger controller: %w", err)
 	}
-	if err := (&BillReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&BillReconciler{Client: mgr.GetClient(), Period: opts.StatusPeriod}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the bill controller: %w", err)
 	}
 	return nil

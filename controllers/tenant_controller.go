@@ -39,6 +39,9 @@ type TenantReconciler struct {
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Clock     clock.PassiveClock
+	// StatusPeriod spaces the reconciles the nodes' reports, usage records
+	// and bills cause (throttle).
+	StatusPeriod time.Duration
 }
 
 // +kubebuilder:rbac:groups=kubefair.io,resources=tenants,verbs=get;list;watch;update;patch
@@ -252,6 +255,9 @@ func (r *TenantReconciler) recordTransitions(t *kubefairv1.Tenant, next *kubefai
 // SetupWithManager watches Tenants and maps tier, namespace, report and
 // other-tenant changes to exactly the tenants they affect.
 func (r *TenantReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	// What the nodes' reports cause comes at most once per status period;
+	// what a user changes, at once.
+	reports := newThrottle[reconcile.Request](r.StatusPeriod)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("tenant").
 		For(&kubefairv1.Tenant{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{},
@@ -259,9 +265,9 @@ func (r *TenantReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&kubefairv1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.tenantsSharingNamespaces)).
 		Watches(&kubefairv1.PricingTier{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfTier)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfNamespace)).
-		Watches(&kubefairv1.NodeShareReport{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfReport)).
-		Watches(&kubefairv1.UsageRecord{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfRecord)).
-		Watches(&kubefairv1.TenantBill{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		Watches(&kubefairv1.NodeShareReport{}, reports.handler(r.tenantsOfReport)).
+		Watches(&kubefairv1.UsageRecord{}, reports.handler(r.tenantsOfRecord)).
+		Watches(&kubefairv1.TenantBill{}, reports.handler(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.(*kubefairv1.TenantBill).Tenant}}}
 		})).
 		Complete(r)

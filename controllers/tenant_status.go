@@ -388,8 +388,9 @@ type billingResult struct {
 	// the tenant.
 	refused []string
 	// awaiting are the nodes whose final counter of a tenant being deleted
-	// is not recorded yet; finalDeadline is when the tenant is let go
-	// anyway.
+	// is not recorded yet, or not yet on its bill (bills follow the
+	// records at most once per status period); finalDeadline is when the
+	// tenant is let go anyway.
 	awaiting      []string
 	finalDeadline time.Time
 }
@@ -426,10 +427,12 @@ func billingOf(t *kubefairv1.Tenant, tierCurrency string, bill *kubefairv1.Tenan
 			continue
 		}
 		fresh := u.Cursor.Through != nil && now.Sub(u.Cursor.Through.Time) <= 3*time.Minute
+		counting := false
 		for _, c := range u.Cursor.Tenants {
-			if c.UID == uid && ((!c.Final && fresh) || c.HeldNanoseconds > 0) {
-				res.awaiting = append(res.awaiting, u.Node)
-			}
+			counting = counting || (c.UID == uid && ((!c.Final && fresh) || c.HeldNanoseconds > 0))
+		}
+		if counting || !onBill(bill, u, uid) {
+			res.awaiting = append(res.awaiting, u.Node)
 		}
 	}
 	sort.Strings(res.refused)
@@ -438,6 +441,23 @@ func billingOf(t *kubefairv1.Tenant, tierCurrency string, bill *kubefairv1.Tenan
 		res.finalDeadline = t.DeletionTimestamp.Add(finalUsageTimeout)
 	}
 	return res
+}
+
+// onBill says whether bill holds what record u counted for the tenant uid:
+// the bill has the node's lines from that far or further, or the record
+// bills the tenant nothing in the bill's period.
+func onBill(bill *kubefairv1.TenantBill, u *kubefairv1.UsageRecord, uid string) bool {
+	if !slices.ContainsFunc(u.Lines, func(l kubefairv1.ChargeLine) bool { return l.TenantUID == uid }) {
+		return true
+	}
+	if bill == nil {
+		return false
+	}
+	if u.Period != bill.Period {
+		return true // another day's record: its own bill
+	}
+	i := slices.IndexFunc(bill.Sources, func(s kubefairv1.BillSource) bool { return s.Node == u.Node })
+	return i >= 0 && bill.Sources[i].Sequence >= u.Cursor.Sequence
 }
 
 // setConditions sums the phases up as Ready, TierResolved, Enforced and
@@ -476,7 +496,7 @@ func setConditions(st *kubefairv1.TenantStatus, generation int64, tier tierResul
 	switch {
 	case len(bill.awaiting) > 0:
 		billed = metav1.Condition{Type: kubefairv1.ConditionBilled, Status: metav1.ConditionFalse, Reason: kubefairv1.ReasonAwaitingFinalUsage,
-			Message: fmt.Sprintf("deleted; waiting until %s for the final counters of node(s) %s", bill.finalDeadline.UTC().Format(time.RFC3339), strings.Join(bill.awaiting, ", "))}
+			Message: fmt.Sprintf("deleted; waiting until %s for the final counters of node(s) %s to be recorded and billed", bill.finalDeadline.UTC().Format(time.RFC3339), strings.Join(bill.awaiting, ", "))}
 	case tier.priceMicros < 0:
 		billed = metav1.Condition{Type: kubefairv1.ConditionBilled, Status: metav1.ConditionFalse, Reason: kubefairv1.ReasonPriceUnknown,
 			Message: "the price is unknown: " + tier.condition.Message}

@@ -515,7 +515,7 @@ func TestSetConditionsTable(t *testing.T) {
 		{name: "awaiting final usage before an unknown price", tier: tierMissing, ns: namespaceResult{},
 			bill:     billingResult{awaiting: []string{"n1", "n2"}, finalDeadline: deadline},
 			want:     all("False/TierNotFound", "False/TierNotFound", "False/AwaitingReports", "True/TierNotFound", "False/AwaitingFinalUsage"),
-			messages: map[string]string{kubefairv1.ConditionBilled: "deleted; waiting until 2026-03-04T12:10:00Z for the final counters of node(s) n1, n2"}},
+			messages: map[string]string{kubefairv1.ConditionBilled: "deleted; waiting until 2026-03-04T12:10:00Z for the final counters of node(s) n1, n2 to be recorded and billed"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := &kubefairv1.TenantStatus{}

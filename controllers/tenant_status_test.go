@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
+	"github.com/kubefair/kubefair/controllers/billing"
 )
 
 // TestUnmeasuredPods: a node whose agent cannot find some of a tenant's
@@ -106,21 +107,32 @@ func TestSilentNodesStopCounting(t *testing.T) {
 }
 
 // TestFinalUsage: a tenant being deleted waits for the nodes that still
-// report it without a final counter, or hold CPU for a price.
+// report it without a final counter, hold CPU for a price, or whose
+// counted CPU its bill does not hold yet.
 func TestFinalUsage(t *testing.T) {
 	now := time.Now()
 	deleting := &kubefairv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "shop", UID: "u1", DeletionTimestamp: &metav1.Time{Time: now}}}
 	open := func(node string, age time.Duration, c kubefairv1.TenantCounter) kubefairv1.UsageRecord {
 		return kubefairv1.UsageRecord{Node: node, Cursor: kubefairv1.LedgerCursor{Through: &metav1.Time{Time: now.Add(-age)}, Tenants: []kubefairv1.TenantCounter{c}}}
 	}
-	res := billingOf(deleting, "", nil, []kubefairv1.UsageRecord{
+	counted := func(u kubefairv1.UsageRecord, sequence int64, tenantUID string) kubefairv1.UsageRecord {
+		u.Period, u.Cursor.Sequence = billing.Period(now), sequence
+		u.Lines = []kubefairv1.ChargeLine{{TenantUID: tenantUID, CPUNanoseconds: 1}}
+		return u
+	}
+	bill := &kubefairv1.TenantBill{Period: billing.Period(now), Sources: []kubefairv1.BillSource{{Node: "billed", Sequence: 7}, {Node: "billed-before", Sequence: 6}}}
+	res := billingOf(deleting, "", bill, []kubefairv1.UsageRecord{
 		open("counting", 5*time.Second, kubefairv1.TenantCounter{UID: "u1"}),
 		open("done", 5*time.Second, kubefairv1.TenantCounter{UID: "u1", Final: true}),
 		open("gone-quiet", time.Hour, kubefairv1.TenantCounter{UID: "u1"}),
 		open("holding", time.Hour, kubefairv1.TenantCounter{UID: "u1", Final: true, HeldNanoseconds: 5}),
 		open("other", 5*time.Second, kubefairv1.TenantCounter{UID: "u2"}),
+		counted(open("billed", 5*time.Second, kubefairv1.TenantCounter{UID: "u1", Final: true}), 7, "u1"),
+		counted(open("billed-before", 5*time.Second, kubefairv1.TenantCounter{UID: "u1", Final: true}), 7, "u1"),
+		counted(open("not-on-bill", 5*time.Second, kubefairv1.TenantCounter{UID: "u1", Final: true}), 3, "u1"),
+		counted(open("others-lines", 5*time.Second, kubefairv1.TenantCounter{UID: "u1", Final: true}), 3, "u2"),
 	}, now)
-	if strings.Join(res.awaiting, ",") != "counting,holding" || !res.finalDeadline.Equal(now.Add(finalUsageTimeout)) {
+	if strings.Join(res.awaiting, ",") != "billed-before,counting,holding,not-on-bill" || !res.finalDeadline.Equal(now.Add(finalUsageTimeout)) {
 		t.Fatalf("awaiting %v until %s", res.awaiting, res.finalDeadline)
 	}
 }

@@ -79,7 +79,7 @@ func runEmbedded(stockFor, kubefairFor time.Duration) error {
 	}
 
 	say("starting the kubefair controller")
-	stopController, err := api.RunController(logf.Log)
+	stopController, err := api.RunController(logf.Log, 5*time.Second) // (the embedded agent reports every 5 s)
 	if err != nil {
 		return err
 	}

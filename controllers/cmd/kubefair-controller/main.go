@@ -6,6 +6,7 @@ package main
 import (
 	"flag"
 	"os"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -23,8 +24,10 @@ import (
 func main() {
 	var metricsAddr, probeAddr, leaderNamespace string
 	var leaderElect, metricsSecure bool
+	var statusPeriod time.Duration
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address the Prometheus metrics endpoint binds to; 0 disables it")
 	flag.BoolVar(&metricsSecure, "metrics-secure", true, "serve the metrics endpoint over HTTPS, only to callers the API server authenticates and allows to get /metrics (the chart's ClusterRole "+metricsauth.ReaderRole+"); false serves plain HTTP to anyone who reaches the port")
+	flag.DurationVar(&statusPeriod, "status-period", controllers.DefaultStatusPeriod, "how often at most the nodes' reports rewrite a tenant's status and bills (the agents' report period: more often gains nothing, and with many nodes costs API writes and watch events on every agent)")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address the /healthz and /readyz probes bind to")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader so that only one replica reconciles at a time")
 	flag.StringVar(&leaderNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's namespace)")
@@ -60,7 +63,7 @@ func main() {
 		os.Exit(1)
 	}
 	ctx := ctrl.SetupSignalHandler()
-	if err := controllers.Setup(ctx, mgr, controllers.Options{}); err != nil {
+	if err := controllers.Setup(ctx, mgr, controllers.Options{StatusPeriod: statusPeriod}); err != nil {
 		log.Error(err, "setting up reconcilers")
 		os.Exit(1)
 	}

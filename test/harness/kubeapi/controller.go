@@ -2,6 +2,7 @@ package kubeapi
 
 import (
 	"context"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -16,8 +17,9 @@ import (
 // RunController starts kubefair's controller against the server, wired as
 // its main wires it, and returns a function that stops it and waits. Each
 // call is a fresh controller process as far as the API can tell, which is
-// what restart tests need. The controller logs to log.
-func (s *Server) RunController(log logr.Logger) (stop func(), err error) {
+// what restart tests need. The controller logs to log; statusPeriod is its
+// --status-period (0: the default).
+func (s *Server) RunController(log logr.Logger, statusPeriod time.Duration) (stop func(), err error) {
 	mgr, err := ctrl.NewManager(s.Config, ctrl.Options{
 		Logger:     log,
 		Scheme:     scheme.Scheme,
@@ -28,7 +30,7 @@ func (s *Server) RunController(log logr.Logger) (stop func(), err error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := controllers.Setup(ctx, mgr, controllers.Options{SkipMetrics: true}); err != nil {
+	if err := controllers.Setup(ctx, mgr, controllers.Options{SkipMetrics: true, StatusPeriod: statusPeriod}); err != nil {
 		cancel()
 		return nil, err
 	}

@@ -112,7 +112,7 @@ func newWorld(t testing.TB) *world {
 
 func (w *world) startController() {
 	// Errors only: the manager's start-up lines would drown the agent's.
-	stop, err := api.RunController(w.log("controller").V(1))
+	stop, err := api.RunController(w.log("controller").V(1), time.Second)
 	if err != nil {
 		w.t.Fatal(err)
 	}

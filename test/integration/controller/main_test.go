@@ -47,7 +47,9 @@ func TestMain(m *testing.M) {
 func startManager(t *testing.T) (stop func()) {
 	t.Helper()
 	// Errors only, printed with the test that failed.
-	stop, err := api.RunController(testr.New(t).WithName("controller").V(1))
+	// The suite's agents report seconds apart, not every 10 s: a short status
+	// period keeps its waits short and still spaces what reports cause.
+	stop, err := api.RunController(testr.New(t).WithName("controller").V(1), time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
