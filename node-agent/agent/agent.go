@@ -89,6 +89,11 @@ type Agent struct {
 
 	kick  chan struct{}
 	procs procReader
+	// owner (thread → process) and active (process → threads that ran
+	// or waited) are measure's scratch, cleared for each pod: a thousand
+	// threads a period need not be a thousand map entries to collect.
+	owner  map[int]int
+	active map[int][]int
 	// The runtime's containers, listed again when a pod on the node has
 	// none known, when a pod cgroup vanishes, and every
 	// discoveryRefreshPeriods periods.
@@ -107,8 +112,9 @@ type podState struct {
 	usage       uint64    // cpuacct counter at the last period
 	readAt      time.Time // when usage was read
 	threads     map[int]threadTimes
-	processes   []enforce.Process // with their active threads, last period
-	seen        bool              // has a previous measurement
+	spare       map[int]threadTimes // the map before threads, filled again next period
+	processes   []enforce.Process   // with their active threads, last period
+	seen        bool                // has a previous measurement
 	// The pod's figures in the last step, for its workload's closed loop;
 	// limit is the most of the node it would have used (1 before it was
 	// measured).
@@ -543,12 +549,14 @@ func (a *Agent) snapshot(ctx context.Context, now time.Time) (*snapshot, error) 
 // weights as requests, and checks that every running pod has a cgroup.
 // Tenants being deleted are left out.
 func (a *Agent) listNode(ctx context.Context, cgroups map[string]*podRef, now time.Time) (map[string]*corev1.Pod, []kubefairv1.Tenant, metav1.Condition, error) {
+	// The cache's own objects, not copies (a copy of every pod a period is
+	// most of what a period allocates): read here, never changed.
 	var podList corev1.PodList
-	if err := a.reader.List(ctx, &podList); err != nil {
+	if err := a.reader.List(ctx, &podList, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, metav1.Condition{}, fmt.Errorf("listing pods: %w", err)
 	}
 	var tenants kubefairv1.TenantList
-	if err := a.reader.List(ctx, &tenants); err != nil {
+	if err := a.reader.List(ctx, &tenants, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, metav1.Condition{}, fmt.Errorf("listing tenants: %w", err)
 	}
 	// A tenant being deleted is no longer enforced nor billed: its pods go
@@ -738,8 +746,17 @@ func (a *Agent) measure(ps *podState, containers []string, s *TenantStep, dt tim
 	}
 	ps.pidsAge++
 	pids := ps.pids
-	threads := make(map[int]threadTimes, len(ps.threads))
-	owner := make(map[int]int, len(ps.threads)) // tid → pid
+	threads := ps.spare
+	if threads == nil {
+		threads = make(map[int]threadTimes, len(ps.threads))
+	}
+	clear(threads)
+	if a.owner == nil {
+		a.owner, a.active = map[int]int{}, map[int][]int{}
+	}
+	owner, active := a.owner, a.active // tid → pid, pid → tids
+	clear(owner)
+	clear(active)
 	for _, pid := range pids {
 		a.procs.readThreads(pid, func(tid int, tt threadTimes) {
 			threads[tid], owner[tid] = tt, pid
@@ -747,7 +764,6 @@ func (a *Agent) measure(ps *podState, containers []string, s *TenantStep, dt tim
 	}
 	// The pod's processes with the threads that ran or waited this period:
 	// a thread policy divides a process's weight among those only.
-	active := map[int][]int{}
 	ps.cpu, ps.backlogged = 0, false
 	var wait time.Duration
 	// Waiting is the pod's CPU pressure stall time where the kernel keeps
@@ -809,7 +825,7 @@ func (a *Agent) measure(ps *podState, containers []string, s *TenantStep, dt tim
 	if ps.cpuLimit > 0 {
 		ps.limit = min(ps.limit, ps.cpuLimit/float64(a.cfg.CPUs))
 	}
-	ps.usage, ps.threads, ps.seen = usage, threads, true
+	ps.usage, ps.threads, ps.spare, ps.seen = usage, threads, ps.threads, true
 }
 
 // RestoreAll puts kubelet's values back on every pod kubefair changed

@@ -1,8 +1,8 @@
 // Package cgroupfs is the only code in kubefair that touches the cgroup
 // filesystem. It finds kubelet's pod cgroups — cgroupfs or systemd
 // driver, below kubelet's cgroup root —, reads their CPU weight, usage and
-// waiting, and writes their weight through github.com/containerd/cgroups/v3,
-// for cgroup v1 (cpu.shares) and v2 (cpu.weight) alike. Every path it
+// waiting, and writes their weight, for cgroup v1 (cpu.shares) and v2
+// (cpu.weight) alike. Every path it
 // accepts lies below kubelet's kubepods cgroup; anything else is refused.
 package cgroupfs
 
@@ -14,12 +14,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 
-	"github.com/containerd/cgroups/v3/cgroup1"
-	"github.com/containerd/cgroups/v3/cgroup2"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"k8s.io/utils/cpuset"
 
 	"github.com/kubefair/kubefair/node-agent/fairness"
@@ -54,10 +50,8 @@ type Hierarchy struct {
 	// noPressure is set once a cgroup had no readable cpu.pressure (cgroup
 	// v1, or a kernel without PSI): waiting then comes from schedstat.
 	noPressure bool
-	// files keeps the usage and weight files read every period open;
-	// handles keeps the cgroups written every period loaded.
-	files   *statfile.Files
-	handles *handles
+	// files keeps the usage and weight files read every period open.
+	files *statfile.Files
 }
 
 // Detect finds the cgroup version and controller directories below root
@@ -68,11 +62,11 @@ func Detect(root string) (*Hierarchy, error) {
 		if !strings.Contains(" "+strings.TrimSpace(string(data))+" ", " cpu ") {
 			return nil, fmt.Errorf("cgroup v2 at %s has no cpu controller enabled", root)
 		}
-		return &Hierarchy{Mode: V2, cpu: root, cpuacct: root, cpuset: root, kubeletRoot: "/", driver: AutoDriver, files: &statfile.Files{}, handles: &handles{}}, nil
+		return &Hierarchy{Mode: V2, cpu: root, cpuacct: root, cpuset: root, kubeletRoot: "/", driver: AutoDriver, files: &statfile.Files{}}, nil
 	}
 	// v1: root/cpu is the cpu controller (a directory, or the usual symlink
-	// to a co-mounted cpu,cpuacct); containerd/cgroups expects that name.
-	h := &Hierarchy{Mode: V1, kubeletRoot: "/", driver: AutoDriver, files: &statfile.Files{}, handles: &handles{}}
+	// to a co-mounted cpu,cpuacct).
+	h := &Hierarchy{Mode: V1, kubeletRoot: "/", driver: AutoDriver, files: &statfile.Files{}}
 	if isFile(filepath.Join(root, "cpu", "cpu.shares")) {
 		h.cpu = filepath.Join(root, "cpu")
 	}
@@ -114,7 +108,7 @@ func (h *Hierarchy) ForKubelet(driver Driver, kubeletRoot string) (*Hierarchy, e
 	}
 	b := *h
 	b.kubeletRoot, b.driver, b.layout = kubeletRoot, driver, Layout{}
-	b.files, b.handles = &statfile.Files{}, &handles{} // keyed by paths below the new root
+	b.files = &statfile.Files{} // keyed by paths below the new root
 	return &b, nil
 }
 
@@ -265,74 +259,32 @@ func (h *Hierarchy) ReadWeight(cgroup string) (uint64, error) {
 	return h.readUint(filepath.Join(h.cpuDir(cgroup), file))
 }
 
-// WriteWeight sets a cgroup's CPU weight, given in native units.
+// WriteWeight sets a cgroup's CPU weight, given in native units. The file
+// is opened for writing only, never created: a cgroup kubelet removed stays
+// removed (os.ErrNotExist). One open, write and close, as the agent writes
+// a few hundred weights a period when loads move.
 func (h *Hierarchy) WriteWeight(cgroup string, native uint64) error {
 	if err := h.checkPath(cgroup); err != nil {
 		return err
 	}
-	// Update creates a missing cgroup: make sure kubelet has not removed it.
-	if !isDir(h.cpuDir(cgroup)) {
-		return fmt.Errorf("cgroup %s: %w", cgroup, os.ErrNotExist)
-	}
-	update, err := h.updater(cgroup)
-	if err != nil {
-		if errors.Is(err, cgroup1.ErrCgroupDeleted) {
-			return fmt.Errorf("cgroup %s: %w", cgroup, os.ErrNotExist)
-		}
-		return fmt.Errorf("loading %s: %w", cgroup, err)
-	}
-	return update(native)
-}
-
-// updater is the containerd/cgroups handle that writes a cgroup's weight,
-// loaded once and kept while the cgroup is written (Sweep drops the rest):
-// loading costs more than the write itself.
-func (h *Hierarchy) updater(cgroup string) (func(native uint64) error, error) {
-	h.handles.mu.Lock()
-	defer h.handles.mu.Unlock()
-	if u := h.handles.of[cgroup]; u != nil {
-		u.used = true
-		return u.update, nil
-	}
-	var update func(uint64) error
+	file, value := "cpu.shares", clampShares(native)
 	if h.Mode == V2 {
-		m, err := cgroup2.Load(h.hostPath(cgroup), cgroup2.WithMountpoint(h.cpu))
-		if err != nil {
-			return nil, err
-		}
-		update = func(native uint64) error {
-			w := min(max(native, fairness.MinWeight), fairness.MaxWeight)
-			return m.Update(&cgroup2.Resources{CPU: &cgroup2.CPU{Weight: &w}})
-		}
-	} else {
-		root := filepath.Dir(h.cpu) // NewCpu appends "cpu"
-		cg, err := cgroup1.Load(cgroup1.StaticPath(h.hostPath(cgroup)), cgroup1.WithHierarchy(func() ([]cgroup1.Subsystem, error) {
-			return []cgroup1.Subsystem{cgroup1.NewCpu(root)}, nil
-		}))
-		if err != nil {
-			return nil, err
-		}
-		update = func(native uint64) error {
-			s := clampShares(native)
-			return cg.Update(&specs.LinuxResources{CPU: &specs.LinuxCPU{Shares: &s}})
-		}
+		file, value = "cpu.weight", min(max(native, fairness.MinWeight), fairness.MaxWeight)
 	}
-	if h.handles.of == nil {
-		h.handles.of = map[string]*handle{}
+	path := filepath.Join(h.cpuDir(cgroup), file)
+	fd, err := syscall.Open(path, syscall.O_WRONLY|syscall.O_TRUNC|syscall.O_CLOEXEC, 0)
+	if err == nil {
+		_, err = syscall.Write(fd, strconv.AppendUint(nil, value, 10))
+		syscall.Close(fd)
 	}
-	h.handles.of[cgroup] = &handle{update: update, used: true}
-	return update, nil
-}
-
-// handles are the loaded containerd/cgroups handles, by cgroup.
-type handles struct {
-	mu sync.Mutex
-	of map[string]*handle
-}
-
-type handle struct {
-	update func(native uint64) error
-	used   bool
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ENODEV): // removed, before or while we wrote
+		return fmt.Errorf("cgroup %s: %w", cgroup, os.ErrNotExist)
+	default:
+		return &os.PathError{Op: "write", Path: path, Err: err}
+	}
 }
 
 // UsageNanoseconds is the CPU time all tasks in the cgroup and below have
@@ -382,15 +334,6 @@ func (h *Hierarchy) usage(cgroup string) (uint64, error) {
 // once a period.
 func (h *Hierarchy) Sweep() {
 	h.files.Sweep()
-	h.handles.mu.Lock()
-	defer h.handles.mu.Unlock()
-	for cg, u := range h.handles.of {
-		if !u.used {
-			delete(h.handles.of, cg)
-			continue
-		}
-		u.used = false
-	}
 }
 
 // Procs lists the processes in the cgroup and every cgroup below it.

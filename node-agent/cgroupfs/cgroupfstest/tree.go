@@ -70,8 +70,8 @@ func (s Setup) Container() string {
 }
 
 // Tree lays out a kubelet-like tree in a temp dir with every file
-// pre-created (writing a missing file silently "succeeds" in
-// containerd/cgroups, so a test must see the files it expects change) and
+// pre-created (the agent never creates a cgroup file, so a test must see
+// the files it expects change) and
 // returns its root and the hierarchy the agent sees there. Pods weigh 102
 // shares (v1) or 4 (v2, kubelet's conversion of 102).
 func Tree(t *testing.T, s Setup) (root string, h *cgroupfs.Hierarchy) {
