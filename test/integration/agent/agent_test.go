@@ -96,6 +96,14 @@ type world struct {
 }
 
 func newWorld(t testing.TB) *world {
+	// The suite's tests change tenants seconds apart: a short status period
+	// keeps their waits short.
+	return newWorldWithStatusPeriod(t, time.Second)
+}
+
+// newWorldWithStatusPeriod is newWorld with the controller's
+// --status-period (controllers.DefaultStatusPeriod is the chart's).
+func newWorldWithStatusPeriod(t testing.TB, statusPeriod time.Duration) *world {
 	tree, err := podcgroups.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -106,17 +114,13 @@ func newWorld(t testing.TB) *world {
 		}
 	})
 	w := &world{t: t, tree: tree, k8s: api.Client, pods: map[string][]string{}, threads: map[string]int{}, stateDir: t.TempDir()}
-	w.startController()
-	return w
-}
-
-func (w *world) startController() {
 	// Errors only: the manager's start-up lines would drown the agent's.
-	stop, err := api.RunController(w.log("controller").V(1), time.Second)
+	stop, err := api.RunController(w.log("controller").V(1), statusPeriod)
 	if err != nil {
-		w.t.Fatal(err)
+		t.Fatal(err)
 	}
-	w.t.Cleanup(stop)
+	t.Cleanup(stop)
+	return w
 }
 
 // addTenant creates a namespace, a tenant of the given weight, and pods
@@ -138,6 +142,19 @@ func (w *world) addTenantSpec(name string, spec kubefairv1.TenantSpec, pods, thr
 	}
 	w.threads[name] = threads
 	w.addPods(name, pods)
+}
+
+// deleteTenant deletes a tenant and its namespace's pods at once (no
+// kubelet confirms their end here), so that a later test's agent does not
+// look for their cgroups.
+func (w *world) deleteTenant(name string) {
+	ctx := context.Background()
+	if err := w.k8s.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(name), client.GracePeriodSeconds(0)); err != nil {
+		w.t.Errorf("deleting tenant %s's pods: %v", name, err)
+	}
+	if err := w.k8s.Delete(ctx, &kubefairv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name}}); client.IgnoreNotFound(err) != nil {
+		w.t.Errorf("deleting tenant %s: %v", name, err)
+	}
 }
 
 func (w *world) addPods(tenant string, n int) {
