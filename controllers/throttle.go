@@ -33,9 +33,12 @@ func newThrottle[K comparable](period time.Duration) *throttle[K] {
 	return &throttle[K]{period: period, slot: map[K]time.Time{}}
 }
 
-// next says when to reconcile key for an event at now: after the returned
-// delay, or not at all when a reconcile is already scheduled after now.
-func (t *throttle[K]) next(key K, now time.Time) (after time.Duration, schedule bool) {
+// next says how long after now to reconcile key for an event at now. An
+// event that finds a reconcile scheduled asks for it again at the same time
+// rather than relying on it: the priority queue lets any immediate add of
+// the key (another watch, a requeue) take the scheduled entry early, and
+// this event would then wait for nothing.
+func (t *throttle[K]) next(key K, now time.Time) (after time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	last, seen := t.slot[key]
@@ -43,12 +46,12 @@ func (t *throttle[K]) next(key K, now time.Time) (after time.Duration, schedule 
 	case !seen || !now.Before(last.Add(t.period)): // quiet for a period: now
 		t.slot[key] = now
 		t.forget(now)
-		return 0, true
-	case last.After(now): // the scheduled one will see this event too
-		return 0, false
+		return 0
+	case last.After(now): // one is scheduled: the same one
+		return last.Sub(now)
 	default: // one ran within the period: at its end
 		t.slot[key] = last.Add(t.period)
-		return last.Add(t.period).Sub(now), true
+		return last.Add(t.period).Sub(now)
 	}
 }
 
@@ -77,9 +80,7 @@ func (t *throttle[K]) handler(keys func(context.Context, client.Object) []K) han
 					continue
 				}
 				seen[k] = true
-				if after, ok := t.next(k, now); ok {
-					q.AddAfter(k, after)
-				}
+				q.AddAfter(k, t.next(k, now))
 			}
 		}
 	}
