@@ -255,7 +255,8 @@ func TestPFSModeFollowsThreads(t *testing.T) {
 	}
 }
 
-// waitActive waits until n threads of pid spin.
+// waitActive waits until n threads of pid spin (at least n: a Go runtime
+// thread of the spinner, a GC worker say, may be busy in the same window).
 func waitActive(t *testing.T, pid, n int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
@@ -268,7 +269,7 @@ func waitActive(t *testing.T, pid, n int) {
 				active++
 			}
 		}
-		if active == n {
+		if active >= n {
 			return
 		}
 	}
