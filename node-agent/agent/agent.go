@@ -256,7 +256,7 @@ func New(cfg Config, o Options) (*Agent, error) {
 	a := &Agent{
 		cfg: cfg, log: o.Log, node: n,
 		reader: o.Reader, writer: o.Writer, metrics: o.Metrics, bootID: hex.EncodeToString(b),
-		kick: make(chan struct{}, 1), procs: procReader{root: cfg.ProcRoot}, relist: true, pods: map[string]*podState{}, billed: newBillingCounters(), window: map[string]*tenantWindow{},
+		kick: make(chan struct{}, 1), procs: procReader{root: cfg.ProcRoot}, owner: map[int]int{}, active: map[int][]int{}, relist: true, pods: map[string]*podState{}, billed: newBillingCounters(), window: map[string]*tenantWindow{},
 	}
 	a.loadLoops()
 	return a, nil
@@ -751,9 +751,6 @@ func (a *Agent) measure(ps *podState, containers []string, s *TenantStep, dt tim
 		threads = make(map[int]threadTimes, len(ps.threads))
 	}
 	clear(threads)
-	if a.owner == nil {
-		a.owner, a.active = map[int]int{}, map[int][]int{}
-	}
 	owner, active := a.owner, a.active // tid → pid, pid → tids
 	clear(owner)
 	clear(active)

@@ -252,11 +252,15 @@ func (h *Hierarchy) ReadWeight(cgroup string) (uint64, error) {
 	if err := h.checkPath(cgroup); err != nil {
 		return 0, err
 	}
-	file := "cpu.shares"
+	return h.readUint(h.weightFile(cgroup))
+}
+
+// weightFile is the file that holds a cgroup's CPU weight.
+func (h *Hierarchy) weightFile(cgroup string) string {
 	if h.Mode == V2 {
-		file = "cpu.weight"
+		return filepath.Join(h.cpuDir(cgroup), "cpu.weight")
 	}
-	return h.readUint(filepath.Join(h.cpuDir(cgroup), file))
+	return filepath.Join(h.cpuDir(cgroup), "cpu.shares")
 }
 
 // WriteWeight sets a cgroup's CPU weight, given in native units. The file
@@ -267,14 +271,10 @@ func (h *Hierarchy) WriteWeight(cgroup string, native uint64) error {
 	if err := h.checkPath(cgroup); err != nil {
 		return err
 	}
-	file, value := "cpu.shares", clampShares(native)
-	if h.Mode == V2 {
-		file, value = "cpu.weight", min(max(native, fairness.MinWeight), fairness.MaxWeight)
-	}
-	path := filepath.Join(h.cpuDir(cgroup), file)
+	path := h.weightFile(cgroup)
 	fd, err := syscall.Open(path, syscall.O_WRONLY|syscall.O_TRUNC|syscall.O_CLOEXEC, 0)
 	if err == nil {
-		_, err = syscall.Write(fd, strconv.AppendUint(nil, value, 10))
+		_, err = syscall.Write(fd, strconv.AppendUint(nil, h.ClampNative(native), 10))
 		syscall.Close(fd)
 	}
 	switch {
