@@ -7,6 +7,7 @@
 package threads
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -44,8 +45,8 @@ func offCPU0(t *testing.T) {
 }
 
 // spinner starts a process spinning n threads pinned to CPU 0 (the Go
-// runtime's own threads are free to run elsewhere), and returns it with its
-// spinning threads (those that used CPU over 500 ms).
+// runtime's own threads are free to run elsewhere), and returns it with the
+// ids its spinning threads announced, once each of them has run.
 func spinner(t *testing.T, n int) (*exec.Cmd, []int) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
@@ -55,23 +56,38 @@ func spinner(t *testing.T, n int) (*exec.Cmd, []int) {
 	// runnable threads part of the time, which the kernel's modes count
 	// (kernel/README.md). These spinners stand for n busy threads.
 	cmd.Env = append(os.Environ(), "KUBEFAIR_SPIN="+strconv.Itoa(n), "GODEBUG=asyncpreemptoff=1")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = w
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
+	w.Close()
+	// r stays open until the spinner is gone: it prints more ids on SIGUSR1.
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait(); r.Close() })
 	deadline := time.Now().Add(5 * time.Second)
+	_ = r.SetReadDeadline(deadline)
+	lines := bufio.NewReader(r)
+	var spinning []int
+	for len(spinning) < n {
+		line, err := lines.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the %d-thread spinner announced %d threads: %v", n, len(spinning), err)
+		}
+		tid, err := strconv.Atoi(strings.TrimSpace(line))
+		if err != nil {
+			t.Fatalf("the spinner printed %q", line)
+		}
+		spinning = append(spinning, tid)
+	}
 	for time.Now().Before(deadline) {
 		before := taskTimes(cmd.Process.Pid)
 		time.Sleep(500 * time.Millisecond)
 		after := taskTimes(cmd.Process.Pid)
-		var active []int
-		for tid, run := range after {
-			if run-before[tid] > uint64(10*time.Millisecond) {
-				active = append(active, tid)
-			}
-		}
-		if len(active) == n {
-			return cmd, active
+		if !slices.ContainsFunc(spinning, func(tid int) bool { return after[tid]-before[tid] <= uint64(10*time.Millisecond) }) {
+			return cmd, spinning
 		}
 	}
 	t.Fatalf("the %d-thread spinner did not get going", n)

@@ -2,6 +2,7 @@ package threads
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/signal"
 	"runtime"
@@ -21,7 +22,8 @@ var inGuest = os.Getenv("KUBEFAIR_IN_GUEST")
 
 func TestMain(m *testing.M) {
 	// Re-executed as a spinner: N threads burning CPU until killed, and N
-	// more on SIGUSR1.
+	// more on SIGUSR1; each prints its thread id once it spins, so that the
+	// test knows them from the runtime's own threads.
 	if n, err := strconv.Atoi(os.Getenv("KUBEFAIR_SPIN")); err == nil {
 		// Every spinner needs a P of its own to stay runnable in the kernel's eyes.
 		runtime.GOMAXPROCS(2*n + 1)
@@ -32,6 +34,7 @@ func TestMain(m *testing.M) {
 				go func() {
 					runtime.LockOSThread()
 					_ = unix.SchedSetaffinity(0, &cpu0) // this thread only
+					fmt.Println(unix.Gettid())
 					for {
 					}
 				}()
