@@ -219,14 +219,16 @@ func (r *LedgerReconciler) factsOf(ctx context.Context, report *kubefairv1.NodeS
 	if n != nil {
 		f.NodeMilliCPU = n.Status.Capacity.Cpu().MilliValue()
 	}
+	// Read from the cache in place (a report a node every period): nothing
+	// here writes to them.
 	var namespaces corev1.NamespaceList
-	if err := r.List(ctx, &namespaces); err != nil {
+	if err := r.List(ctx, &namespaces, client.UnsafeDisableDeepCopy); err != nil {
 		return f, nil, fmt.Errorf("listing namespaces: %w", err)
 	}
 	tenants := map[string]*kubefairv1.Tenant{}
 	for _, s := range report.Tenants {
 		var list kubefairv1.TenantList
-		if err := r.List(ctx, &list, client.MatchingFields{indexUID: s.UID}); err != nil {
+		if err := r.List(ctx, &list, client.MatchingFields{indexUID: s.UID}, client.UnsafeDisableDeepCopy); err != nil {
 			return f, nil, fmt.Errorf("finding tenant %s: %w", s.UID, err)
 		}
 		if len(list.Items) == 0 {

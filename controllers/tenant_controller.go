@@ -102,20 +102,23 @@ func (r *TenantReconciler) reconcileStatus(ctx context.Context, tenant *kubefair
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	// Lists read the cache in place (no copies: at 1000 nodes a tenant's
+	// reconcile would otherwise copy a hundred reports and records, a
+	// hundred tenants a period); nothing here writes to them.
 	var tenants kubefairv1.TenantList
-	if err := r.List(ctx, &tenants); err != nil {
+	if err := r.List(ctx, &tenants, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing tenants: %w", err)
 	}
 	var namespaces corev1.NamespaceList
-	if err := r.List(ctx, &namespaces); err != nil {
+	if err := r.List(ctx, &namespaces, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing namespaces: %w", err)
 	}
-	var reports kubefairv1.NodeShareReportList
-	if err := r.List(ctx, &reports); err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing node share reports: %w", err)
+	reports, err := r.reportsNaming(ctx, tenant)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	var open kubefairv1.UsageRecordList
-	if err := r.List(ctx, &open, client.MatchingFields{indexOpenRecord: "true"}); err != nil {
+	if err := r.List(ctx, &open, client.MatchingFields{indexOpenRecordTenant: string(tenant.UID)}, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing usage records: %w", err)
 	}
 	now := r.Clock.Now()
@@ -128,7 +131,7 @@ func (r *TenantReconciler) reconcileStatus(ctx context.Context, tenant *kubefair
 	if tenant.DeletionTimestamp != nil {
 		ns = namespaceResult{} // a tenant being deleted gives its namespaces up
 	}
-	usage := aggregateReports(tenant, reports.Items, now)
+	usage := aggregateReports(tenant, reports, now)
 	billed := billingOf(tenant, resolvedTier.currency, bill, open.Items, now)
 
 	status := *tenant.Status.DeepCopy()
@@ -149,6 +152,26 @@ func (r *TenantReconciler) reconcileStatus(ctx context.Context, tenant *kubefair
 	r.recordTransitions(tenant, &status)
 	tenant.Status = status
 	return result, r.Status().Update(ctx, tenant)
+}
+
+// reportsNaming are the reports with the tenant's share or its unmeasured
+// pods, from the cache in place.
+func (r *TenantReconciler) reportsNaming(ctx context.Context, t *kubefairv1.Tenant) ([]kubefairv1.NodeShareReport, error) {
+	var out []kubefairv1.NodeShareReport
+	seen := map[string]bool{}
+	for _, key := range []string{"uid/" + string(t.UID), "name/" + t.Name} {
+		var list kubefairv1.NodeShareReportList
+		if err := r.List(ctx, &list, client.MatchingFields{indexReportTenant: key}, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("listing node share reports: %w", err)
+		}
+		for _, rep := range list.Items {
+			if !seen[rep.Name] {
+				seen[rep.Name] = true
+				out = append(out, rep)
+			}
+		}
+	}
+	return out, nil
 }
 
 // billOf is the tenant's TenantBill of a period, nil when it has none yet.
@@ -355,24 +378,11 @@ func (r *TenantReconciler) tenantsOfReport(_ context.Context, o client.Object) [
 	return requests(names)
 }
 
-// tenantsOfRecord: the tenants an open usage record's cursor or last
-// report names (refusals, final counters).
+// tenantsOfRecord: the tenants an open usage record names (charge lines,
+// the cursor's final counters, refusals).
 func (r *TenantReconciler) tenantsOfRecord(ctx context.Context, o client.Object) []reconcile.Request {
-	u := o.(*kubefairv1.UsageRecord)
-	if u.Closed {
-		return nil
-	}
 	names := map[string]bool{}
-	uids := map[string]bool{}
-	for _, c := range u.Cursor.Tenants {
-		uids[c.UID] = true
-	}
-	if l := u.LastReport; l != nil {
-		for _, t := range l.Refused {
-			names[t.Tenant] = true
-		}
-	}
-	for uid := range uids {
+	for _, uid := range openRecordTenants(o.(*kubefairv1.UsageRecord)) {
 		r.byIndex(ctx, indexUID, uid, names)
 	}
 	return requests(names)

@@ -58,6 +58,18 @@ func TestSharesFollowCurrentReports(t *testing.T) {
 		return tn.Status.ReportingNodes == 1 && tn.Status.AchievedShare == "40.0%" &&
 			strings.Contains(condition(tn, kubefairv1.ConditionEnforced).Message, "stopped reporting (share-n2)"), describe(tn)
 	})
+	// A node whose agent finds the tenant's pods but not their cgroups names
+	// it only by name, among the unmeasured: the tenant is Degraded for it.
+	n3 := newNode(t, "share-n3", 2, now.Add(-20*time.Second))
+	blind := n3.report(time.Now())
+	blind.Tenants = nil
+	blind.Unmeasured = []kubefairv1.UnmeasuredPods{{Tenant: "share", Pods: 2}}
+	putReport(t, blind)
+	eventually(t, "Degraded=PodsUnmeasured naming share-n3", func() (bool, string) {
+		tn := getTenant(t, "share")
+		d := condition(tn, kubefairv1.ConditionDegraded)
+		return d.Reason == kubefairv1.ReasonPodsUnmeasured && strings.Contains(d.Message, "node share-n3 runs 2 pod(s)"), describe(tn)
+	})
 	// The report is owned by its Node, so it goes with it.
 	var r kubefairv1.NodeShareReport
 	if err := k8s.Get(ctx(), client.ObjectKey{Name: "share-n1"}, &r); err != nil || len(r.OwnerReferences) != 1 || r.OwnerReferences[0].Kind != "Node" {
