@@ -7,6 +7,8 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <linux/capability.h>
+#include <signal.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -181,6 +183,50 @@ int main(int argc, char **argv)
 		waitpid(child, &status, 0);
 		EXPECT("an unprivileged user may lower but not raise, nor touch others",
 		       WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+
+	{
+		/*
+		 * The security modules are asked: the capability module refuses
+		 * a caller without CAP_SYS_NICE a task holding capabilities the
+		 * caller lacks, even a lowering its own checks allow (same
+		 * owner, root).
+		 */
+		pid_t target = fork(), child;
+		int status = 0;
+
+		if (target == 0) {
+			pause();
+			_exit(0);
+		}
+		child = fork();
+		if (child == 0) {
+			struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+			struct __user_cap_data_struct data[2];
+			int bad = 0;
+
+			if (syscall(SYS_capget, &hdr, data))
+				_exit(10);
+			data[CAP_TO_INDEX(CAP_SYS_NICE)].effective &= ~CAP_TO_MASK(CAP_SYS_NICE);
+			data[CAP_TO_INDEX(CAP_SYS_NICE)].permitted &= ~CAP_TO_MASK(CAP_SYS_NICE);
+			if (syscall(SYS_capset, &hdr, data))
+				_exit(11);
+			if (setweight(0, 0, 512) != 0)
+				bad |= 1;	/* its own task: allowed */
+			errno = 0;
+			if (setweight(target, 0, 512) != -1 || errno != EPERM)
+				bad |= 2;	/* the fuller task: refused */
+			errno = 0;
+			if (setweight(target, SCHED_WEIGHT_PROCESS, 512) != -1 || errno != EPERM)
+				bad |= 4;	/* at process scope too */
+			_exit(bad);
+		}
+		waitpid(child, &status, 0);
+		EXPECT("the security modules decide (a caller without CAP_SYS_NICE may not lower a task with more capabilities)",
+		       WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		EXPECT("a refused call leaves the weight as it was", getweight(target, 0) == 1024);
+		kill(target, SIGKILL);
+		waitpid(target, NULL, 0);
 	}
 
 	{
