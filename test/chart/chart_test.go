@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"reflect"
 	"strings"
 	"testing"
@@ -171,6 +172,20 @@ func TestAgentPrivilegesAreExplained(t *testing.T) {
 	}
 	if spec.HostNetwork || spec.HostIPC {
 		t.Error("the agent needs neither the host network nor host IPC by default")
+	}
+	// Host paths: the cgroup tree and the state directory, no runtime
+	// socket (containerd's API is opt-in); discovery walks the cgroup tree.
+	var hostPaths []string
+	for _, v := range spec.Volumes {
+		if v.HostPath != nil {
+			hostPaths = append(hostPaths, v.Name)
+		}
+	}
+	if fmt.Sprint(hostPaths) != "[cgroup state]" {
+		t.Errorf("the agent mounts host paths %v by default, want [cgroup state]", hostPaths)
+	}
+	if !slices.Contains(c.Args, "--containerd-address=") {
+		t.Errorf("the agent's arguments %v do not leave containerd's address empty", c.Args)
 	}
 	values, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
 	if err != nil {

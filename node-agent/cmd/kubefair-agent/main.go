@@ -58,7 +58,7 @@ func run() error {
 	stateDir := flag.String("state-dir", "/var/lib/kubefair", "where the agent keeps kubelet's original weights and what its closed loops learnt, across restarts")
 	cpus := flag.Int("cpus", runtime.NumCPU(), "CPUs the pods share on this node")
 	gain := flag.Float64("correction-gain", fairness.DefaultCorrection.Gain, "closed-loop gain in (0, 1]: the fraction of a period's measured error (in log terms) corrected at once; lower is steadier on noisy nodes, slower to correct")
-	containerdAddress := flag.String("containerd-address", "/run/containerd/containerd.sock", "containerd's socket, to discover containers; when it is unreachable the agent walks the cgroup tree")
+	containerdAddress := flag.String("containerd-address", "", "containerd's socket, to discover containers through its API (falling back to the cgroup tree when it is unreachable); empty: walk the cgroup tree kubelet made")
 	containerdNamespace := flag.String("containerd-namespace", "k8s.io", "containerd namespace of kubelet's containers")
 	confined := flag.Bool("seccomp", true, "confine the agent to the system calls it makes (node-agent/seccomp): any other call fails with EPERM")
 	printProfile := flag.Bool("print-seccomp-profile", false, "print the agent container's Localhost seccomp profile (JSON, for kubelet's seccomp directory) and exit")

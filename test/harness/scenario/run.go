@@ -73,13 +73,13 @@ func (t Tools) InstallKubefair(ctx context.Context, agent bool, flags ...string)
 }
 
 // ChartValues: the local cluster's values file (no kube-proxy, images
-// imported by hand) and this cluster's API port, containerd socket and a
-// state directory inside the cluster's directory.
+// imported by hand) and this cluster's API port and a state directory
+// inside the cluster's directory. The agent discovers pods as the chart's
+// default has it, from the cgroup tree (no containerd socket).
 func ChartValues(c *cluster.Cluster) []string {
 	return []string{
 		"-f", filepath.Join(kubeapi.RepoRoot(), "charts", "kubefair", "ci", "local-cluster-values.yaml"),
 		"--set", "apiServerOverride.port=" + strconv.Itoa(c.APIPort()),
-		"--set", "agent.containerdSocket=" + c.ContainerdSocket(),
 		"--set", "agent.stateDir=" + AgentStateDir(c),
 	}
 }

@@ -70,7 +70,8 @@ type costRow struct {
 // targets beside the figures.
 func printCost(rows []costRow) {
 	fmt.Printf("\nagent cost at its default 1-s period, measured over %.0f s after %.0f s of warm-up; %d lightly busy threads a pod\n"+
-		"(each spinning 0.2 ms a second at a random phase), a sandbox and a container a pod in containerd\n"+
+		"(each spinning 0.2 ms a second at a random phase), a sandbox and a container a pod in containerd;\n"+
+		"discovery as the chart runs it, from the cgroup tree\n"+
 		"%6s %8s %11s %22s %16s %15s\n", costWindow.Seconds(), costWarmup.Seconds(), costThreads,
 		"PODS", "THREADS", "CONTAINERS", "CPU (% OF ONE CPU)", "RSS (MiB)", "PEAK RSS (MiB)")
 	for _, r := range rows {
@@ -83,8 +84,9 @@ func printCost(rows []costRow) {
 	}
 }
 
-// benchCost runs the real kubefair-agent binary, at its default 1-s period,
-// against the API server, containerd and the node's pods, and reads its
+// benchCost runs the real kubefair-agent binary, at its default 1-s period
+// and with its default discovery (the cgroup tree, no containerd socket),
+// against the API server and the node's pods, and reads its
 // CPU time and memory from /proc; it asserts the targets of the node's
 // size and deletes its pods and tenants when done.
 func benchCost(b *testing.B, pods int) costRow {
@@ -151,7 +153,7 @@ func benchCost(b *testing.B, pods int) costRow {
 	}
 	defer logFile.Close()
 	agentCmd := exec.Command(bin, "--node-name", node, "--cgroup-root", podcgroups.HostCgroupRoot,
-		"--kubelet-cgroup-root", w.tree.KubeletRoot, "--containerd-address", d.Address, "--state-dir", stateDir,
+		"--kubelet-cgroup-root", w.tree.KubeletRoot, "--state-dir", stateDir,
 		"--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0")
 	agentCmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	agentCmd.Stdout, agentCmd.Stderr = logFile, logFile
