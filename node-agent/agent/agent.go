@@ -28,7 +28,6 @@ import (
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
 	"github.com/kubefair/kubefair/node-agent/cgroupfs"
-	"github.com/kubefair/kubefair/node-agent/discovery"
 	"github.com/kubefair/kubefair/node-agent/enforce"
 	"github.com/kubefair/kubefair/node-agent/fairness"
 )
@@ -94,10 +93,10 @@ type Agent struct {
 	// threads a period need not be a thousand map entries to collect.
 	owner  map[int]int
 	active map[int][]int
-	// The runtime's containers, listed again when a pod on the node has
-	// none known, when a pod cgroup vanishes, and every
+	// The pod cgroups last discovered, discovered again when a pod on the
+	// node has none known, when a pod cgroup vanishes, and every
 	// discoveryRefreshPeriods periods.
-	containers []discovery.Container
+	discovered map[string]*podRef
 	relist     bool
 	sinceList  int
 
@@ -145,10 +144,10 @@ type podState struct {
 	weighed   bool
 }
 
-// discoveryRefreshPeriods is how many periods the runtime's container list
-// is kept when nothing says it changed: listing returns every container's
-// full OCI spec, and decoding that each second was a fifth of the agent's
-// CPU time at 100 pods.
+// discoveryRefreshPeriods is how many periods a discovery is kept when
+// nothing says it changed: containerd's list carries every container's
+// full OCI spec (decoding it each second was a fifth of the agent's CPU
+// time at 100 pods), and the tree walk reads a directory per pod.
 const discoveryRefreshPeriods = 10
 
 // procsRefreshPeriods is how many busy periods a pod's process list is
@@ -341,19 +340,32 @@ type podRef struct {
 	containers []string
 }
 
-// podCgroups lists the pod cgroups on the node with their containers: from
-// containerd when there is a source (a container's cgroup's parent is its
-// pod's), else from the cgroup tree. A containerd that is away falls back
-// to the tree.
+// podCgroups lists the pod cgroups on the node with their containers,
+// from the last discovery: it runs again when a pod on the node has none
+// known, when a pod cgroup vanishes, and every discoveryRefreshPeriods
+// periods (listing every pod's containers each second was most of the
+// agent's directory reads).
 func (a *Agent) podCgroups(ctx context.Context) (map[string]*podRef, error) {
+	if !a.relist && a.sinceList < discoveryRefreshPeriods {
+		a.sinceList++
+		return a.discovered, nil
+	}
+	out, complete, err := a.discover(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a.discovered, a.relist, a.sinceList = out, !complete, 1
+	return out, nil
+}
+
+// discover lists the pod cgroups: from containerd when there is a source
+// (a container's cgroup's parent is its pod's), else from the cgroup tree.
+// It is not complete when containerd was away (the tree stood in) or the
+// tree has no kubepods yet: the next period looks again.
+func (a *Agent) discover(ctx context.Context) (map[string]*podRef, bool, error) {
 	out := map[string]*podRef{} // by pod cgroup
 	if a.node.source != nil {
-		containers, err := a.containers, error(nil)
-		if a.relist || a.sinceList >= discoveryRefreshPeriods {
-			containers, err = a.node.source.Containers(ctx)
-			a.containers, a.relist, a.sinceList = containers, err != nil, 0
-		}
-		a.sinceList++
+		containers, err := a.node.source.Containers(ctx)
 		if err == nil {
 			for _, c := range containers {
 				if c.PodUID == "" || c.Cgroup == "" {
@@ -365,17 +377,17 @@ func (a *Agent) podCgroups(ctx context.Context) (map[string]*podRef, error) {
 				}
 				out[pod].containers = append(out[pod].containers, c.Cgroup)
 			}
-			return out, nil
+			return out, true, nil
 		}
 		a.log.V(1).Info("container runtime unavailable, walking the cgroup tree", "error", err.Error())
 	}
 	pods, err := a.node.hier.Pods()
 	var notFound *cgroupfs.LayoutNotFoundError
 	if errors.As(err, &notFound) {
-		return out, nil // none to enforce; the PodCgroupsFound condition says why
+		return out, false, nil // none to enforce; the PodCgroupsFound condition says why
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	for _, p := range pods {
 		ref := &podRef{uid: p.UID, containers: []string{p.Path}} // kubelet leaves the pod's own cgroup empty; read it anyway
@@ -384,7 +396,7 @@ func (a *Agent) podCgroups(ctx context.Context) (map[string]*podRef, error) {
 		}
 		out[p.Path] = ref
 	}
-	return out, nil
+	return out, a.node.source == nil, nil
 }
 
 // Step runs one period: snapshot → allocate → apply → account
@@ -581,7 +593,7 @@ func (a *Agent) listNode(ctx context.Context, cgroups map[string]*podRef, now ti
 		}
 		byUID[string(p.UID)] = p
 		if !discovered[string(p.UID)] && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
-			a.relist = true // a pod whose containers are not (yet) known: ask the runtime again
+			a.relist = true // a pod whose containers are not (yet) known: discover again
 		}
 		if p.Status.Phase == corev1.PodRunning {
 			running[string(p.UID)] = p
@@ -716,7 +728,7 @@ func (a *Agent) leftToTenants(tenantsCPU, dt time.Duration) float64 {
 func (a *Agent) measure(ps *podState, containers []string, s *TenantStep, dt time.Duration) {
 	usage, err := a.node.hier.UsageNanoseconds(ps.cgroup)
 	if err != nil {
-		a.relist = true // vanished: the runtime's list is out of date
+		a.relist = true // vanished: the last discovery is out of date
 		return
 	}
 	// Shares compare tenants over the same window: a pod's CPU is its rate
