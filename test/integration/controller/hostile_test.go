@@ -28,13 +28,6 @@ import (
 // future — TestExactlyOnceThroughFaults'; another node's report, the
 // tenancy labels and the metrics are the chart suite's.)
 func TestOversizedObjectsAreRefused(t *testing.T) {
-	many := func(n int, f func(i int) string) []string {
-		out := make([]string, n)
-		for i := range out {
-			out[i] = f(i)
-		}
-		return out
-	}
 	tenant := func(mut func(*kubefairv1.TenantSpec)) client.Object {
 		s := kubefairv1.TenantSpec{Weight: ptr.To[int32](100), Namespaces: []string{"team-a"}}
 		mut(&s)
@@ -71,7 +64,10 @@ func TestOversizedObjectsAreRefused(t *testing.T) {
 		want string // part of the API server's message
 	}{
 		{"tenant naming 257 namespaces", tenant(func(s *kubefairv1.TenantSpec) {
-			s.Namespaces = many(257, func(i int) string { return fmt.Sprintf("ns-%d", i) })
+			s.Namespaces = nil
+			for i := range 257 {
+				s.Namespaces = append(s.Namespaces, fmt.Sprintf("ns-%d", i))
+			}
 		}), "spec.namespaces: Too many: 257: must have at most 256 items"},
 		{"tenant with 65 workloads", tenant(func(s *kubefairv1.TenantSpec) { s.Workloads = workloads }), "spec.workloads: Too many: 65: must have at most 64 items"},
 		{"tenant selector with 33 match labels", tenant(func(s *kubefairv1.TenantSpec) {
@@ -104,22 +100,15 @@ func TestOversizedObjectsAreRefused(t *testing.T) {
 				t.Fatalf("the API server accepted it")
 			}
 			if !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("refused with %q\nwant a message containing %q", truncate(err.Error(), 600), tc.want)
+				t.Fatalf("refused with %q\nwant a message containing %q", err, tc.want)
 			}
-			t.Logf("refused: %s", truncate(err.Error(), 300))
+			t.Logf("refused: %v", err)
 			got := tc.obj.DeepCopyObject().(client.Object)
 			if err := k8s.Get(ctx(), client.ObjectKeyFromObject(tc.obj), got); !apierrors.IsNotFound(err) {
 				t.Fatalf("after the refusal: %v, want not found", err)
 			}
 		})
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // TestLabelStorm: namespace labels flipped between two tenants' selectors
