@@ -62,11 +62,16 @@ func TestQoSClasses(t *testing.T) {
 
 	// kubefair: the tenants' entitlements are of the CPU left to them (as
 	// the agent's model has them), each window's own.
+	// Three tenants share two QoS cgroups and the node level with a pod
+	// whose open-loop weight moves what they are entitled to: a window's
+	// split swings more with the threads' placement than in the sibling
+	// scenarios (one CI run had 3 of 5 windows 2.2 points off, the next
+	// runs 0.7). More windows for the figure; the bound stays 2 points.
 	w.startAgent(time.Second)
 	w.settleBy(tenantErr)
-	kf, kfErr := w.medianBy(repeats, tenantErr)
-	fmt.Print(w.table("QoS classes, weights 1:1:1, one pod of no tenant, entitled of what it left with kubefair ("+medianOf()+")",
-		entitledGiven(kf[noTenant]), stock, kf))
+	kf, kfErr := w.medianBy(2*repeats-1, tenantErr)
+	fmt.Print(w.table(fmt.Sprintf("QoS classes, weights 1:1:1, one pod of no tenant, entitled of what it left with kubefair (stock: %s; kubefair: median of %d)",
+		medianOf(), 2*repeats-1), entitledGiven(kf[noTenant]), stock, kf))
 
 	if kfErr > 2 {
 		t.Errorf("kubefair's largest tenant error is %.1f points, want ≤ 2", kfErr)
