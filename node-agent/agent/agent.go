@@ -272,7 +272,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	t := time.NewTicker(a.cfg.Period)
 	defer t.Stop()
 	for {
-		if _, err := a.Step(ctx, time.Now()); err != nil && ctx.Err() == nil {
+		started := time.Now()
+		if _, err := a.Step(ctx, started); err != nil && ctx.Err() == nil {
 			a.log.Error(err, "period failed; keeping the last weights")
 		}
 		select {
@@ -280,10 +281,22 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		case <-a.kick:
-			time.Sleep(20 * time.Millisecond) // let a burst of changes land
+			// Let a burst of changes land; a storm of them (pod labels
+			// rewritten in a loop by whoever may edit pods) gets no more
+			// than KicksPerPeriod steps a period, not a busy loop.
+			wait := max(20*time.Millisecond, time.Until(started.Add(a.cfg.Period/KicksPerPeriod)))
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(wait):
+			}
 		}
 	}
 }
+
+// KicksPerPeriod bounds the steps that changes in the API trigger between
+// two periodic ones.
+const KicksPerPeriod = 5
 
 // enforcementChanged is true when an update changes what the agent
 // enforces: a tenant's weight, namespaces, workloads or thread policy, or a

@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,6 +94,11 @@ type world struct {
 	started map[string]int // container id → the PID runc started
 	// burnerArgs are more flags for the burners AddPod starts.
 	burnerArgs []string
+	// measured, when set, are the groups of pod cgroups whose shares the
+	// test measures instead of the tenants' (a tenant's workloads, say).
+	measured map[string][]string
+	// registry holds the last agent's metrics.
+	registry *prometheus.Registry
 }
 
 func newWorld(t testing.TB) *world {
@@ -225,7 +231,8 @@ func (w *world) newAgent(period time.Duration) (*agent.Agent, cache.Cache, conte
 	if w.runtime != nil {
 		cfg.ContainerdAddress, cfg.ContainerdNamespace = w.runtime.Address, containerd.Namespace
 	}
-	a, err := agent.New(cfg, agent.Options{Reader: c, Writer: w.k8s, Log: w.log("agent")})
+	w.registry = prometheus.NewRegistry()
+	a, err := agent.New(cfg, agent.Options{Reader: c, Writer: w.k8s, Metrics: agent.NewMetrics(w.registry), Log: w.log("agent")})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -260,10 +267,29 @@ func (w *world) stopAgent() {
 	}
 }
 
-// shares measures each tenant's share of the CPU the test's own processes
-// used over window, so load from outside the test cancels out.
+// steps is how many steps the last agent has taken.
+func (w *world) steps() uint64 {
+	families, err := w.registry.Gather()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "kubefair_agent_loop_seconds" {
+			return f.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	return 0
+}
+
+// shares measures each tenant's share (or each measured group's) of the CPU
+// the test's own processes used over window, so load from outside the test
+// cancels out.
 func (w *world) shares(window time.Duration) map[string]float64 {
-	s, err := w.tree.MeasureShares(w.pods, window)
+	groups := w.pods
+	if w.measured != nil {
+		groups = w.measured
+	}
+	s, err := w.tree.MeasureShares(groups, window)
 	if err != nil {
 		w.t.Fatal(err)
 	}
