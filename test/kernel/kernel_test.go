@@ -265,6 +265,28 @@ func runGuest(t *testing.T, flavour, program string, runs []string, timeout time
 	return boot(t, bzImage(t, flavour), initramfs(t, fmt.Sprintf(initTemplate, script.String()), map[string]string{program: bin}), timeout)
 }
 
+// guestRuns boots one guest per run, as many at once as the test binary's
+// -parallel (GOMAXPROCS: two here), and returns each run's console in
+// order. For experiments that pin their work to one guest CPU and measure
+// shares among their own threads: each guest keeps one host CPU busy, and
+// what the guest measures is in its own time.
+func guestRuns(t *testing.T, names []string, run func(t *testing.T, i int) string) []string {
+	t.Helper()
+	consoles := make([]string, len(names))
+	t.Run("guests", func(t *testing.T) {
+		for i, name := range names {
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				consoles[i] = run(t, i)
+			})
+		}
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	return consoles
+}
+
 // s0Row is one line of kernel/selftests/s0.c's output.
 type s0Row struct {
 	kernel, mode     string
@@ -329,12 +351,20 @@ func pfsWeights(k int) int {
 func TestS0(t *testing.T) {
 	// The patched kernel without a mode only has to match stock: two k.
 	const ks, ends = "10 30 50 200", "10 200"
-	var rows []s0Row
-	for _, run := range []struct{ kernel, mode, ks string }{
+	runs := []struct{ kernel, mode, ks string }{
 		{"stock", "stock", ks}, {"stock", "nice", ks},
 		{"patched", "stock", ends}, {"patched", "twrs", ks}, {"patched", "pfs", ks}, {"patched", "weight", ks},
-	} {
-		got := parseS0(run.kernel, runGuest(t, run.kernel, "s0", []string{run.mode + " " + run.ks}, 6*time.Minute))
+	}
+	var names []string
+	for _, run := range runs {
+		names = append(names, run.kernel+"/"+run.mode)
+	}
+	consoles := guestRuns(t, names, func(t *testing.T, i int) string {
+		return runGuest(t, runs[i].kernel, "s0", []string{runs[i].mode + " " + runs[i].ks}, 6*time.Minute)
+	})
+	var rows []s0Row
+	for i, run := range runs {
+		got := parseS0(run.kernel, consoles[i])
 		if len(got) != len(strings.Fields(run.ks)) {
 			t.Fatalf("%s guest, %s: %d S0 rows, want %d", run.kernel, run.mode, len(got), len(strings.Fields(run.ks)))
 		}
@@ -408,11 +438,19 @@ type t53Row struct {
 // stock: the nearest nice level for the second process.
 func TestTable53(t *testing.T) {
 	ns := "1 2 3 4 5"
-	var rows []t53Row
-	for _, run := range []struct{ kernel, mode string }{
+	runs := []struct{ kernel, mode string }{
 		{"patched", "stock"}, {"patched", "pfs"}, {"patched", "twrs"}, {"stock", "stock"}, {"stock", "nice"},
-	} {
-		console := runGuest(t, run.kernel, "table53", []string{run.mode + " " + ns}, 5*time.Minute)
+	}
+	var names []string
+	for _, run := range runs {
+		names = append(names, run.kernel+"/"+run.mode)
+	}
+	consoles := guestRuns(t, names, func(t *testing.T, i int) string {
+		return runGuest(t, runs[i].kernel, "table53", []string{runs[i].mode + " " + ns}, 5*time.Minute)
+	})
+	var rows []t53Row
+	for i, run := range runs {
+		console := consoles[i]
 		var got []t53Row
 		for _, line := range strings.Split(console, "\n") {
 			r := t53Row{kernel: run.kernel}
