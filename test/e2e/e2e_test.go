@@ -263,13 +263,13 @@ func (w *world) measure() scenario.Shares { return w.measureN(w.windows) }
 // measureN takes the median of n windows.
 func (w *world) measureN(n int) scenario.Shares {
 	w.t.Helper()
+	windows, err := w.sc.MeasureWindows(w.ctx, w.k8s, w.window, n, w.cpu)
+	if err != nil {
+		w.t.Fatal(err)
+	}
 	samples := map[string][]float64{}
 	var vm []float64
-	for i := 0; i < n; i++ {
-		s, err := w.sc.Measure(w.ctx, w.k8s, w.window, w.cpu)
-		if err != nil {
-			w.t.Fatal(err)
-		}
+	for _, s := range windows {
 		for name, v := range s.Tenant {
 			samples[name] = append(samples[name], v)
 		}

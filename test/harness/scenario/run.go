@@ -177,9 +177,20 @@ type Shares struct {
 // Measure measures the scenario's shares over one window, reading the
 // pods' CPU time with usage.
 func (s Scenario) Measure(ctx context.Context, k client.Client, window time.Duration, usage Usage) (Shares, error) {
-	groups, err := s.Groups(ctx, k)
+	windows, err := s.MeasureWindows(ctx, k, window, 1, usage)
 	if err != nil {
 		return Shares{}, err
+	}
+	return windows[0], nil
+}
+
+// MeasureWindows measures n consecutive windows, each read's counters
+// ending one window and starting the next (reads through a guest's ssh
+// take seconds).
+func (s Scenario) MeasureWindows(ctx context.Context, k client.Client, window time.Duration, n int, usage Usage) ([]Shares, error) {
+	groups, err := s.Groups(ctx, k)
+	if err != nil {
+		return nil, err
 	}
 	var pods []corev1.Pod
 	for _, tn := range s.Tenants {
@@ -204,17 +215,27 @@ func (s Scenario) Measure(ctx context.Context, k client.Client, window time.Dura
 	}
 	before, err := read()
 	if err != nil {
-		return Shares{}, err
+		return nil, err
 	}
-	select {
-	case <-ctx.Done():
-		return Shares{}, ctx.Err()
-	case <-time.After(window):
+	var windows []Shares
+	for range n {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(window):
+		}
+		after, err := read()
+		if err != nil {
+			return nil, err
+		}
+		windows = append(windows, s.shares(before, after))
+		before = after
 	}
-	after, err := read()
-	if err != nil {
-		return Shares{}, err
-	}
+	return windows, nil
+}
+
+// shares is what the scenario's groups used between two reads.
+func (s Scenario) shares(before, after map[string]int64) Shares {
 	out := Shares{Tenant: map[string]float64{}}
 	var total float64
 	for _, tn := range s.Tenants {
@@ -227,7 +248,7 @@ func (s Scenario) Measure(ctx context.Context, k client.Client, window time.Dura
 		large, small := float64(after["vm-large"]-before["vm-large"]), float64(after["vm-small"]-before["vm-small"])
 		out.VMLarge = large / (large + small)
 	}
-	return out, nil
+	return out
 }
 
 // Create creates the scenario's objects and waits until every burner pod
