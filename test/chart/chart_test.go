@@ -173,17 +173,19 @@ func TestAgentPrivilegesAreExplained(t *testing.T) {
 	if spec.HostNetwork || spec.HostIPC {
 		t.Error("the agent needs neither the host network nor host IPC by default")
 	}
-	// Host paths: the cgroup tree and the state directory, no runtime
-	// socket (containerd's API is opt-in); discovery walks the cgroup tree.
+	// Host paths: the cgroup tree read-only, kubelet's pod cgroups (the
+	// default node shape's) read-write, the state directory; no runtime
+	// socket (containerd's API is opt-in): discovery walks the cgroup tree.
 	var hostPaths []string
 	for _, v := range spec.Volumes {
 		if v.HostPath != nil {
-			hostPaths = append(hostPaths, v.Name)
+			hostPaths = append(hostPaths, v.HostPath.Path)
 		}
 	}
-	if fmt.Sprint(hostPaths) != "[cgroup state]" {
-		t.Errorf("the agent mounts host paths %v by default, want [cgroup state]", hostPaths)
+	if fmt.Sprint(hostPaths) != "[/sys/fs/cgroup /sys/fs/cgroup/kubepods.slice /var/lib/kubefair]" {
+		t.Errorf("the agent mounts host paths %v by default, want the cgroup tree, kubepods.slice and its state", hostPaths)
 	}
+	checkCgroupMounts(t, c, "kubepods.slice")
 	if !slices.Contains(c.Args, "--containerd-address=") {
 		t.Errorf("the agent's arguments %v do not leave containerd's address empty", c.Args)
 	}
@@ -195,7 +197,8 @@ func TestAgentPrivilegesAreExplained(t *testing.T) {
 	template, _ := os.ReadFile(filepath.Join(chartDir, "templates", "agent", "daemonset.yaml"))
 	for privilege, reason := range map[string]string{
 		"hostPID":        "host PIDs",
-		"cgroup mount":   "writes pod cpu.shares",
+		"cgroup mount":   "reads counters, processes and the",
+		"pod cgroups rw": "writes pod cpu.shares",
 		"state mount":    "original weights",
 		"runAsUser 0":    "root-owned",
 		"priorityClass":  "must not be evicted",
@@ -203,6 +206,94 @@ func TestAgentPrivilegesAreExplained(t *testing.T) {
 	} {
 		if !bytes.Contains(values, []byte(reason)) && !bytes.Contains(template, []byte(reason)) {
 			t.Errorf("no written reason for the agent's %s (looked for %q)", privilege, reason)
+		}
+	}
+}
+
+// checkCgroupMounts: the agent container mounts the cgroup tree read-only,
+// recursively, and exactly the directories given read-write over it.
+func checkCgroupMounts(t *testing.T, c corev1.Container, writable ...string) {
+	t.Helper()
+	var rw []string
+	for _, m := range c.VolumeMounts {
+		switch {
+		case m.MountPath == "/host/cgroup":
+			if !m.ReadOnly || m.RecursiveReadOnly == nil || *m.RecursiveReadOnly != corev1.RecursiveReadOnlyEnabled {
+				t.Errorf("the cgroup tree is mounted %+v, want read-only, recursively", m)
+			}
+		case strings.HasPrefix(m.MountPath, "/host/cgroup/"):
+			if m.ReadOnly {
+				t.Errorf("%s is mounted read-only", m.MountPath)
+			}
+			rw = append(rw, strings.TrimPrefix(m.MountPath, "/host/cgroup/"))
+		}
+	}
+	if !slices.Equal(rw, writable) {
+		t.Errorf("read-write below the cgroup tree: %v, want %v", rw, writable)
+	}
+}
+
+// TestAgentShapes: one agent DaemonSet per node shape, each on its nodes
+// only, with its own backend, seccomp profile and writable cgroup
+// directories; the default on the nodes of no shape; bad shapes refused.
+func TestAgentShapes(t *testing.T) {
+	shapes := `agent.shapes={"v1-cgroupfs":{"cgroupWritable":["cpu,cpuacct/kubepods"]},` +
+		`"patched":{"backend":"syscall","seccompProfile":{"type":"Localhost","localhostProfile":"kubefair-agent.json"},"kubelet":{"cgroupDriver":"systemd"}}}`
+	out := runHelm(t, "template", "kubefair", chartDir, "-n", namespace, "--show-only", "templates/agent/daemonset.yaml", "--set-json", shapes)
+	byName := map[string]*appsv1.DaemonSet{}
+	for _, o := range decode(t, out) {
+		ds := &appsv1.DaemonSet{}
+		if err := runtimeConvert(o, ds); err != nil {
+			t.Fatal(err)
+		}
+		byName[ds.Name] = ds
+	}
+	for name, want := range map[string]struct {
+		shape, backend, driver string
+		writable               string
+		seccomp                corev1.SeccompProfileType
+	}{
+		"kubefair-agent":             {"", "auto", "auto", "kubepods.slice", corev1.SeccompProfileTypeRuntimeDefault},
+		"kubefair-agent-v1-cgroupfs": {"v1-cgroupfs", "auto", "auto", "cpu,cpuacct/kubepods", corev1.SeccompProfileTypeRuntimeDefault},
+		"kubefair-agent-patched":     {"patched", "syscall", "systemd", "kubepods.slice", corev1.SeccompProfileTypeLocalhost},
+	} {
+		ds := byName[name]
+		if ds == nil {
+			t.Errorf("no DaemonSet %s rendered:\n%s", name, out)
+			continue
+		}
+		spec := ds.Spec.Template.Spec
+		c := spec.Containers[0]
+		term := spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+		expr := term[0].MatchExpressions[0]
+		if want.shape == "" && expr.Operator != corev1.NodeSelectorOpDoesNotExist ||
+			want.shape != "" && (expr.Operator != corev1.NodeSelectorOpIn || fmt.Sprint(expr.Values) != "["+want.shape+"]") ||
+			expr.Key != "kubefair.io/agent-shape" || len(term) != 1 {
+			t.Errorf("%s runs on nodes %+v, want those of shape %q", name, term, want.shape)
+		}
+		if got := ds.Spec.Selector.MatchLabels["kubefair.io/agent-shape"]; got != want.shape || spec.Containers == nil ||
+			ds.Spec.Template.Labels["kubefair.io/agent-shape"] != want.shape {
+			t.Errorf("%s selects pods of shape %q, want %q", name, got, want.shape)
+		}
+		for _, arg := range []string{"--backend=" + want.backend, "--cgroup-driver=" + want.driver, "--kubelet-cgroup-root=/"} {
+			if !slices.Contains(c.Args, arg) {
+				t.Errorf("%s: no %s in %v", name, arg, c.Args)
+			}
+		}
+		if p := c.SecurityContext.SeccompProfile; p == nil || p.Type != want.seccomp {
+			t.Errorf("%s: seccomp %+v, want %s", name, p, want.seccomp)
+		}
+		checkCgroupMounts(t, c, want.writable)
+	}
+	for set, refusal := range map[string]string{
+		`agent.shapes={"Bad_Name":{}}`:                    "Bad_Name",
+		`agent.shapes={"v1":{"period":"5s"}}`:             "period",
+		`agent.cgroupWritable=["../etc"]`:                 "cgroupWritable",
+		`agent.shapes={"v1":{"cgroupWritable":["/abs"]}}`: "cgroupWritable",
+	} {
+		out, err := exec.Command(helm, "template", "kubefair", chartDir, "--set-json", set).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), refusal) {
+			t.Errorf("helm template --set-json %s: %v, want a refusal naming %q; output:\n%s", set, err, refusal, out)
 		}
 	}
 }

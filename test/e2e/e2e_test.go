@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -76,6 +77,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.waitReady(time.Minute, 2, "the controller and the agent", client.InNamespace(namespace))
+	checkAgentMounts(t, hostAgentMountinfo(t), "cpu/kubepods")
 	firstBoot := w.waitReport(time.Time{}, "")
 	time.Sleep(10 * time.Second) // the closed loop settles
 	kf := w.measure()
@@ -484,6 +486,47 @@ func (w *world) checkCost() {
 		want := float64(accrued) / 1e9 / 3600 * price * 1e6 // micro-units
 		if got := float64(w.billedMicros(tn)); math.Abs(got-want) > 1 {
 			w.t.Errorf("tenant %s: cost %d µ%s for %.3f CPU-s at %.3f/h, want %.0f", tn.Name, w.billedMicros(tn), tn.Status.Currency, float64(accrued)/1e9, price, want)
+		}
+	}
+}
+
+// agentMountinfo prints the mount table of every kubefair agent process on
+// a node (a shell command, for the host or a guest).
+const agentMountinfo = `for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = kubefair-agent ] && cat $p/mountinfo; done; true`
+
+// hostAgentMountinfo is the mount table of the host node's agent.
+func hostAgentMountinfo(t *testing.T) string {
+	out, err := exec.Command("sh", "-c", agentMountinfo).Output()
+	if err != nil || len(out) == 0 {
+		t.Fatalf("no kubefair agent's mount table on the host: %v", err)
+	}
+	return string(out)
+}
+
+// checkAgentMounts: in an agent's mount table the cgroup tree is read-only
+// everywhere — every controller's hierarchy on cgroup v1 included — but in
+// the directories it writes pod weights in, which are read-write.
+func checkAgentMounts(t *testing.T, mountinfo string, writable ...string) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(mountinfo), "\n") {
+		f := strings.Fields(line) // id parent dev root mount-point options ...
+		if len(f) < 6 || f[4] != "/host/cgroup" && !strings.HasPrefix(f[4], "/host/cgroup/") {
+			continue
+		}
+		want := "ro"
+		for _, dir := range writable {
+			if d := "/host/cgroup/" + dir; f[4] == d || strings.HasPrefix(f[4], d+"/") {
+				want, seen[dir] = "rw", true
+			}
+		}
+		if got := strings.Split(f[5], ",")[0]; got != want {
+			t.Errorf("the agent's %s is mounted %s, want %s", f[4], f[5], want)
+		}
+	}
+	for _, dir := range writable {
+		if !seen[dir] {
+			t.Errorf("the agent has no read-write mount of /host/cgroup/%s; its mounts:\n%s", dir, mountinfo)
 		}
 	}
 }

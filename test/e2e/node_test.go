@@ -87,6 +87,12 @@ func TestSystemdNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.waitReady(3*time.Minute, 3, "the controller and both agents", client.InNamespace(namespace))
+	guestMounts, err := g.Run(ctx, agentMountinfo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAgentMounts(t, guestMounts, "kubepods.slice")
+	checkAgentMounts(t, hostAgentMountinfo(t), "cpu/kubepods")
 	firstBoot := w.waitReport(time.Time{}, "")
 	time.Sleep(10 * time.Second) // the closed loop settles
 	kf := w.measure()

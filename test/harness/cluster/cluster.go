@@ -73,6 +73,12 @@ type Config struct {
 // DefaultDir is where `make cluster-up` keeps its cluster.
 const DefaultDir = "/tmp/kubefair-cluster"
 
+// HostShapeLabel names the host node's shape for kubefair's chart (its
+// agent.shapes in ci/local-cluster-values.yaml): cgroup v1, cgroupfs
+// driver, so kubelet's pod cgroups are below cpu/kubepods rather than the
+// chart's default kubepods.slice (the guest node's).
+const HostShapeLabel = "kubefair.io/agent-shape=v1-cgroupfs"
+
 func (cfg *Config) defaults() {
 	if cfg.Dir == "" {
 		cfg.Dir = DefaultDir
@@ -358,7 +364,7 @@ func (c *Cluster) up(ctx context.Context) error {
 	if err := c.start(Kubelet, filepath.Join(cfg.BinDir, Kubelet),
 		"--config="+c.path("kubelet", "config.yaml"), "--kubeconfig="+c.path("kubelet.kubeconfig"),
 		"--root-dir="+c.path("kubelet"), "--hostname-override="+cfg.NodeName, "--node-ip="+cfg.NodeIP,
-		"--v=1"); err != nil {
+		"--node-labels="+HostShapeLabel, "--v=1"); err != nil {
 		return err
 	}
 	if err := c.WaitNodeReady(ctx, 2*time.Minute); err != nil {
