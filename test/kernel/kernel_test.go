@@ -253,31 +253,25 @@ func TestModesInPatchedKernel(t *testing.T) {
 	}
 }
 
-// runGuest boots a kernel with one static program from kernel/selftests
-// and runs it once per argument list, returning the console.
-func runGuest(t *testing.T, flavour, program string, runs []string, timeout time.Duration) string {
+// guestRun is one boot of a kernel/selftests program: the kernel flavour,
+// and the program's arguments, a mode and its values.
+type guestRun struct{ kernel, mode, values string }
+
+// guestRuns compiles program once and boots one guest per run, as many at
+// once as the test binary's -parallel (GOMAXPROCS: two here), returning
+// each run's console in order. For experiments that pin their work to one
+// guest CPU and measure shares among their own threads: each guest keeps
+// one host CPU busy, and what the guest measures is in its own time.
+func guestRuns(t *testing.T, program string, runs []guestRun, timeout time.Duration) []string {
 	t.Helper()
 	bin := compile(t, program+".c")
-	var script strings.Builder
-	for _, args := range runs {
-		fmt.Fprintf(&script, "/%s %s\n", program, args)
-	}
-	return boot(t, bzImage(t, flavour), initramfs(t, fmt.Sprintf(initTemplate, script.String()), map[string]string{program: bin}), timeout)
-}
-
-// guestRuns boots one guest per run, as many at once as the test binary's
-// -parallel (GOMAXPROCS: two here), and returns each run's console in
-// order. For experiments that pin their work to one guest CPU and measure
-// shares among their own threads: each guest keeps one host CPU busy, and
-// what the guest measures is in its own time.
-func guestRuns(t *testing.T, names []string, run func(t *testing.T, i int) string) []string {
-	t.Helper()
-	consoles := make([]string, len(names))
+	consoles := make([]string, len(runs))
 	t.Run("guests", func(t *testing.T) {
-		for i, name := range names {
-			t.Run(name, func(t *testing.T) {
+		for i, r := range runs {
+			t.Run(r.kernel+"/"+r.mode, func(t *testing.T) {
 				t.Parallel()
-				consoles[i] = run(t, i)
+				script := fmt.Sprintf("/%s %s %s\n", program, r.mode, r.values)
+				consoles[i] = boot(t, bzImage(t, r.kernel), initramfs(t, fmt.Sprintf(initTemplate, script), map[string]string{program: bin}), timeout)
 			})
 		}
 	})
@@ -351,22 +345,16 @@ func pfsWeights(k int) int {
 func TestS0(t *testing.T) {
 	// The patched kernel without a mode only has to match stock: two k.
 	const ks, ends = "10 30 50 200", "10 200"
-	runs := []struct{ kernel, mode, ks string }{
+	runs := []guestRun{
 		{"stock", "stock", ks}, {"stock", "nice", ks},
 		{"patched", "stock", ends}, {"patched", "twrs", ks}, {"patched", "pfs", ks}, {"patched", "weight", ks},
 	}
-	var names []string
-	for _, run := range runs {
-		names = append(names, run.kernel+"/"+run.mode)
-	}
-	consoles := guestRuns(t, names, func(t *testing.T, i int) string {
-		return runGuest(t, runs[i].kernel, "s0", []string{runs[i].mode + " " + runs[i].ks}, 6*time.Minute)
-	})
+	consoles := guestRuns(t, "s0", runs, 6*time.Minute)
 	var rows []s0Row
 	for i, run := range runs {
 		got := parseS0(run.kernel, consoles[i])
-		if len(got) != len(strings.Fields(run.ks)) {
-			t.Fatalf("%s guest, %s: %d S0 rows, want %d", run.kernel, run.mode, len(got), len(strings.Fields(run.ks)))
+		if len(got) != len(strings.Fields(run.values)) {
+			t.Fatalf("%s guest, %s: %d S0 rows, want %d", run.kernel, run.mode, len(got), len(strings.Fields(run.values)))
 		}
 		rows = append(rows, got...)
 	}
@@ -438,16 +426,10 @@ type t53Row struct {
 // stock: the nearest nice level for the second process.
 func TestTable53(t *testing.T) {
 	ns := "1 2 3 4 5"
-	runs := []struct{ kernel, mode string }{
-		{"patched", "stock"}, {"patched", "pfs"}, {"patched", "twrs"}, {"stock", "stock"}, {"stock", "nice"},
+	runs := []guestRun{
+		{"patched", "stock", ns}, {"patched", "pfs", ns}, {"patched", "twrs", ns}, {"stock", "stock", ns}, {"stock", "nice", ns},
 	}
-	var names []string
-	for _, run := range runs {
-		names = append(names, run.kernel+"/"+run.mode)
-	}
-	consoles := guestRuns(t, names, func(t *testing.T, i int) string {
-		return runGuest(t, runs[i].kernel, "table53", []string{runs[i].mode + " " + ns}, 5*time.Minute)
-	})
+	consoles := guestRuns(t, "table53", runs, 5*time.Minute)
 	var rows []t53Row
 	for i, run := range runs {
 		console := consoles[i]
