@@ -402,7 +402,12 @@ func (w *world) waitReport(since time.Time, notBoot string) string {
 // the bound of its entitled share (median of the windows).
 func (w *world) checkStatus() {
 	w.t.Helper()
-	const reports = 7
+	// A 10-s report window of the 1-pod, 4-thread tenant lands up to 5
+	// points off now and then, in both directions: the shares really move
+	// so (the host's own counters over the same windows agree with the
+	// reports within 0.4 points); one CI run had 4 of 7 windows beyond 2
+	// points on one side. Eleven windows for the median; the bound stays.
+	const reports = 11
 	// Reports written from now on: the one in place may be up to a report
 	// period old, and the controller may already show the next one.
 	last := time.Now()

@@ -332,19 +332,19 @@ func maxErrorPoints(entitled, achieved map[string]float64) float64 {
 // medianWindows measures n windows of the suite's length and returns the one
 // with the median largest error.
 func (w *world) medianWindows(n int, entitled map[string]float64) (map[string]float64, float64) {
-	return w.medianBy(n, func(s map[string]float64) float64 { return maxErrorPoints(entitled, s) })
+	return w.medianBy(n, window, func(s map[string]float64) float64 { return maxErrorPoints(entitled, s) })
 }
 
-// medianBy measures n windows of the suite's length and returns the one
-// with the median error by errOf.
-func (w *world) medianBy(n int, errOf func(map[string]float64) float64) (map[string]float64, float64) {
+// medianBy measures n windows of the given length and returns the one with
+// the median error by errOf.
+func (w *world) medianBy(n int, length time.Duration, errOf func(map[string]float64) float64) (map[string]float64, float64) {
 	type sample struct {
 		shares map[string]float64
 		err    float64
 	}
 	var samples []sample
 	for i := 0; i < n; i++ {
-		s := w.shares(window)
+		s := w.shares(length)
 		samples = append(samples, sample{s, errOf(s)})
 	}
 	sort.Slice(samples, func(i, j int) bool { return samples[i].err < samples[j].err })
