@@ -11,11 +11,14 @@
  * CPU 1, so that only the gangs compete on CPU 0.
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -306,16 +309,79 @@ static int unprivileged_in_twrs(void)
 	return bad;
 }
 
+static void *sleeper(void *arg)
+{
+	for (;;)
+		pause();	/* setuid()'s signal to every thread returns here */
+	return NULL;
+}
+
+/*
+ * Leaving a mode gives every thread a weight of its own: without
+ * CAP_SYS_NICE the process may not weigh more in all than the mode gave it.
+ * Four threads, put in PFS 1024 by root.
+ */
+static int unprivileged_leaving_pfs(void)
+{
+	pthread_t t;
+	int bad = 0, i;
+
+	for (i = 0; i < 3; i++)
+		if (pthread_create(&t, NULL, sleeper, NULL))
+			return 255;
+	if (setweight(0, PROCESS_PFS, 1024) || setgid(65534) || setuid(65534))
+		return 255;
+	errno = 0;
+	if (setweight(0, SCHED_WEIGHT_PROCESS, 0) != -1 || errno != EPERM)
+		bad |= 1;	/* nice 0's 1024 each: 4096 in all */
+	if (setweight(0, SCHED_WEIGHT_PROCESS, 512) != -1 || errno != EPERM)
+		bad |= 2;	/* 2048 in all */
+	if (mode_of(0) != SCHED_WEIGHT_MODE_PFS || getweight(0, SCHED_WEIGHT_PROCESS) != 1024)
+		bad |= 4;	/* refused calls change nothing */
+	if (setweight(0, SCHED_WEIGHT_PROCESS, 256) != 0)
+		bad |= 8;	/* 1024 in all: allowed */
+	if (mode_of(0) != 0 || getweight(0, 0) != 256)
+		bad |= 16;
+	return bad;
+}
+
+/* TWRS weighs each thread at least the process weight: so may it after. */
+static int unprivileged_leaving_twrs(void)
+{
+	pthread_t t;
+	int bad = 0, i;
+
+	for (i = 0; i < 3; i++)
+		if (pthread_create(&t, NULL, sleeper, NULL))
+			return 255;
+	if (setweight(0, PROCESS_TWRS, 300) || setgid(65534) || setuid(65534))
+		return 255;
+	errno = 0;
+	if (setweight(0, SCHED_WEIGHT_PROCESS, 0) != -1 || errno != EPERM)
+		bad |= 1;	/* nice 0's 1024 each, above 300 */
+	if (setweight(0, SCHED_WEIGHT_PROCESS, 301) != -1 || errno != EPERM)
+		bad |= 2;
+	if (setweight(0, SCHED_WEIGHT_PROCESS, 300) != 0)
+		bad |= 4;
+	if (mode_of(0) != 0 || getweight(0, 0) != 300)
+		bad |= 8;
+	return bad;
+}
+
 static void permissions(void)
 {
-	int (*cases[2])(void) = { unprivileged, unprivileged_in_twrs };
-	const char *names[2] = {
+	int (*cases[4])(void) = {
+		unprivileged, unprivileged_in_twrs, unprivileged_leaving_pfs, unprivileged_leaving_twrs
+	};
+	const char *names[4] = {
 		"an unprivileged user may lower a mode's reach but not raise it, nor enter TWRS",
 		"an unprivileged process in TWRS may lower its weight, not raise it",
+		"an unprivileged process leaving PFS may not weigh more in all than its PFS weight",
+		"an unprivileged process leaving TWRS may not give a thread more than the TWRS weight",
 	};
 	int i;
 
-	for (i = 0; i < 2; i++) {
+	for (i = 0; i < 4; i++) {
 		char why[64];
 		int status = -1;
 		pid_t child = fork();
@@ -427,6 +493,84 @@ static void twrs(void)
 	gang_end(&g[2]);
 }
 
+/* Writes s to a cgroup file below /sys/fs/cgroup. */
+static int cgroup_write(const char *file, const char *s)
+{
+	char path[128];
+	int fd, ok;
+
+	snprintf(path, sizeof(path), "/sys/fs/cgroup/%s", file);
+	fd = open(path, O_WRONLY);
+	if (fd < 0)
+		return -1;
+	ok = write(fd, s, strlen(s)) == (ssize_t)strlen(s);
+	close(fd);
+	return ok ? 0 : -1;
+}
+
+static int cgroup_enter(const char *cgroup, pid_t pid)
+{
+	char file[64], s[16];
+
+	snprintf(file, sizeof(file), "%s/cgroup.procs", cgroup);
+	snprintf(s, sizeof(s), "%d", pid);
+	return cgroup_write(file, s);
+}
+
+/*
+ * TWRS counts the threads a thread competes with in its own run queue, its
+ * cgroup's on the CPU: a pod's processes are weighed against each other,
+ * not against other pods' threads, which compete through the cgroups'
+ * weights above. Processes A (1 thread) and B (3 threads) in TWRS 1024 in
+ * cgroup "pod", beside a sibling cgroup "other" of 4 stock spinners of the
+ * same cgroup weight, all on CPU 0: in "pod" 4 threads are runnable, so A's
+ * thread weighs 1024 x (4 - 1) = 3072 and B's 1024 x (4 - 3) = 1024 each;
+ * A and B split "pod"'s half of the CPU 50/50 (25 % each), "other" gets
+ * 50 %. Counting the whole CPU's 8 runnable tasks instead would give 7168
+ * and 5120: A 15.9 %, B 34.1 %.
+ */
+static void twrs_in_cgroups(void)
+{
+	struct gang g[3];
+	char name[200];
+	long a = 0, b = 0;
+	double s[3];
+	int ok;
+
+	mkdir("/sys/fs/cgroup", 0755);
+	if (mount("cgroup2", "/sys/fs/cgroup", "cgroup2", 0, NULL) && errno != EBUSY) {
+		report(0, "TWRS in cgroups", "cannot mount cgroup2");
+		return;
+	}
+	if (cgroup_write("cgroup.subtree_control", "+cpu") ||
+	    (mkdir("/sys/fs/cgroup/pod", 0755) && errno != EEXIST) ||
+	    (mkdir("/sys/fs/cgroup/other", 0755) && errno != EEXIST)) {
+		report(0, "TWRS in cgroups", "cannot create the cgroups");
+		return;
+	}
+	g[0] = gang_start(1, PROCESS_TWRS, 1024);
+	g[1] = gang_start(3, PROCESS_TWRS, 1024);
+	g[2] = gang_start(4, 0, 0);
+	ok = !cgroup_enter("pod", g[0].pid) && !cgroup_enter("pod", g[1].pid) &&
+	     !cgroup_enter("other", g[2].pid);
+	report(ok, "the gangs enter their cgroups", strerror(errno));
+	ok = gang_weighs(&g[0], 3072, &a);
+	ok = gang_weighs(&g[1], 1024, &b) && ok;
+	snprintf(name, sizeof(name),
+		 "TWRS in a cgroup counts its own run queue: 3072 and 1024 (got %ld, %ld)", a, b);
+	report(ok, name, "weights differ");
+	sleep(1);
+	shares(g, 3, 3, s);
+	snprintf(name, sizeof(name),
+		 "TWRS in a cgroup beside another: %.1f%% %.1f%% %.1f%%, want 25 25 50 +- 2", s[0], s[1], s[2]);
+	report(near(s[0], 25) && near(s[1], 25) && near(s[2], 50), name, "off");
+	gang_end(&g[0]);
+	gang_end(&g[1]);
+	gang_end(&g[2]);
+	rmdir("/sys/fs/cgroup/pod");
+	rmdir("/sys/fs/cgroup/other");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "--check-mode"))
@@ -445,6 +589,7 @@ int main(int argc, char **argv)
 	pfs_weights();
 	pfs_shares();
 	twrs();
+	twrs_in_cgroups();
 out:
 	printf("1..%d\n# %d failed\n", tests, failures);
 	return failures ? 1 : 0;

@@ -230,6 +230,42 @@ int main(int argc, char **argv)
 	}
 
 	{
+		/*
+		 * SCHED_RESET_ON_FORK treats a weight as it treats a nice value:
+		 * one above what the child's nice level gives is dropped, one
+		 * below it (an administrator's lowering) is kept.
+		 */
+		unsigned int set[2] = { 100, 4096 };
+		long want[2] = { 100, 1024 };
+		const char *names[2] = {
+			"SCHED_RESET_ON_FORK keeps a lowered weight (100)",
+			"SCHED_RESET_ON_FORK drops a raised weight (4096 -> 1024)",
+		};
+		int i;
+
+		for (i = 0; i < 2; i++) {
+			pid_t child = fork();
+			int status = -1;
+
+			if (child == 0) {
+				struct sched_param sp = { 0 };
+				pid_t grandchild;
+
+				if (setweight(0, 0, set[i]) ||
+				    sched_setscheduler(0, SCHED_OTHER | SCHED_RESET_ON_FORK, &sp))
+					_exit(10);
+				grandchild = fork();
+				if (grandchild == 0)
+					_exit(getweight(0, 0) == want[i] ? 0 : 1);
+				waitpid(grandchild, &status, 0);
+				_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 11);
+			}
+			waitpid(child, &status, 0);
+			EXPECT(names[i], WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		}
+	}
+
+	{
 		double s = share_of_first(256, 768, 3);
 		char name[96];
 

@@ -177,8 +177,8 @@ func TestSyscallInPatchedKernel(t *testing.T) {
 	test := compile(t, "sched_weight_test.c")
 	initrd := initramfs(t, fmt.Sprintf(initTemplate, "/sched_weight_test"), map[string]string{"sched_weight_test": test})
 	console := boot(t, bzImage(t, "patched"), initrd, 5*time.Minute)
-	if n := checkTAP(t, console); n < 20 {
-		t.Errorf("only %d selftests passed, want all of them (≥ 20)", n)
+	if n := checkTAP(t, console); n < 23 {
+		t.Errorf("only %d selftests passed, want all 23", n)
 	}
 }
 
@@ -242,14 +242,15 @@ func TestThreadBackendInGuests(t *testing.T) {
 
 // TestModesInPatchedKernel runs the selftests of the process weight modes
 // (ABI 2) in the patched kernel: every error path, set/get/reset,
-// inheritance, permissions, PFS thread weights and shares as threads come
-// and go, and TWRS weights and shares per eq. 3.3.
+// inheritance, permissions (leaving a mode too), PFS thread weights and
+// shares as threads come and go, and TWRS weights and shares per eq. 3.3,
+// in the root cgroup and inside a cgroup beside a busy sibling.
 func TestModesInPatchedKernel(t *testing.T) {
 	test := compile(t, "mode_test.c")
 	initrd := initramfs(t, fmt.Sprintf(initTemplate, "/mode_test"), map[string]string{"mode_test": test})
 	console := boot(t, bzImage(t, "patched"), initrd, 5*time.Minute)
-	if n := checkTAP(t, console); n < 37 {
-		t.Errorf("only %d mode selftests passed, want all 37", n)
+	if n := checkTAP(t, console); n < 42 {
+		t.Errorf("only %d mode selftests passed, want all 42", n)
 	}
 }
 
