@@ -316,22 +316,31 @@ static void *sleeper(void *arg)
 	return NULL;
 }
 
-/*
- * Leaving a mode gives every thread a weight of its own: without
- * CAP_SYS_NICE the process may not weigh more in all than the mode gave it.
- * Four threads, put in PFS 1024 by root.
- */
-static int unprivileged_leaving_pfs(void)
+/* Four threads (three asleep), put in a mode by root, then uid 65534. */
+static int four_threads_unprivileged_in(unsigned int flags, unsigned int weight)
 {
 	pthread_t t;
-	int bad = 0, i;
+	int i;
 
 	for (i = 0; i < 3; i++)
 		if (pthread_create(&t, NULL, sleeper, NULL))
-			return 255;
-	if (setweight(0, PROCESS_PFS, 1024) || setgid(65534) || setuid(65534))
-		return 255;
+			return -1;
+	if (setweight(0, flags, weight) || setgid(65534) || setuid(65534))
+		return -1;
 	errno = 0;
+	return 0;
+}
+
+/*
+ * Leaving a mode gives every thread a weight of its own: without
+ * CAP_SYS_NICE the process may not weigh more in all than the mode gave it.
+ */
+static int unprivileged_leaving_pfs(void)
+{
+	int bad = 0;
+
+	if (four_threads_unprivileged_in(PROCESS_PFS, 1024))
+		return 255;
 	if (setweight(0, SCHED_WEIGHT_PROCESS, 0) != -1 || errno != EPERM)
 		bad |= 1;	/* nice 0's 1024 each: 4096 in all */
 	if (setweight(0, SCHED_WEIGHT_PROCESS, 512) != -1 || errno != EPERM)
@@ -348,15 +357,10 @@ static int unprivileged_leaving_pfs(void)
 /* TWRS weighs each thread at least the process weight: so may it after. */
 static int unprivileged_leaving_twrs(void)
 {
-	pthread_t t;
-	int bad = 0, i;
+	int bad = 0;
 
-	for (i = 0; i < 3; i++)
-		if (pthread_create(&t, NULL, sleeper, NULL))
-			return 255;
-	if (setweight(0, PROCESS_TWRS, 300) || setgid(65534) || setuid(65534))
+	if (four_threads_unprivileged_in(PROCESS_TWRS, 300))
 		return 255;
-	errno = 0;
 	if (setweight(0, SCHED_WEIGHT_PROCESS, 0) != -1 || errno != EPERM)
 		bad |= 1;	/* nice 0's 1024 each, above 300 */
 	if (setweight(0, SCHED_WEIGHT_PROCESS, 301) != -1 || errno != EPERM)
