@@ -46,7 +46,7 @@ type LedgerReconciler struct {
 	Metrics   *billingMetrics
 }
 
-// +kubebuilder:rbac:groups=kubefair.io,resources=nodesharereports,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=kubefair.io,resources=nodesharereports,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups=kubefair.io,resources=usagerecords,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=kubefair.io,resources=tenants,verbs=get;list;watch
 // +kubebuilder:rbac:groups=kubefair.io,resources=pricingtiers,verbs=get;list;watch
@@ -56,7 +56,8 @@ type LedgerReconciler struct {
 // the closed one it continues from), the report and what the cluster says
 // about the node and the report's tenants, lets billing.Accrue decide, and
 // writes the archive of a period that ended, then the open record. A write
-// that loses a race changes nothing and the reconcile runs again.
+// that loses a race changes nothing and the reconcile runs again. A node
+// that does not exist has its report deleted and its open record archived.
 func (r *LedgerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	node := req.Name
 	var open *kubefairv1.UsageRecord
@@ -70,15 +71,27 @@ func (r *LedgerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if open != nil && open.DeletionTimestamp != nil {
 		return r.lostRace(r.archiveDeleted(ctx, open))
 	}
-	var report kubefairv1.NodeShareReport
-	if err := r.Get(ctx, client.ObjectKey{Name: node}, &report); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err) // a report deleted bills nothing: its node's cursor is here
+	report := &kubefairv1.NodeShareReport{}
+	switch err := r.Get(ctx, client.ObjectKey{Name: node}, report); {
+	case apierrors.IsNotFound(err):
+		report = nil
+	case err != nil:
+		return ctrl.Result{}, err
 	}
-	n, err := r.Facts.node(ctx, node)
+	if report == nil && open == nil {
+		return ctrl.Result{}, nil // nothing of the node's here
+	}
+	n, err := r.node(ctx, node)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.adopt(ctx, &report, n); err != nil {
+	if n == nil {
+		return r.lostRace(r.nodeGone(ctx, node, report, open))
+	}
+	if report == nil {
+		return ctrl.Result{}, nil // a report deleted bills nothing: its node's cursor is here
+	}
+	if err := r.adopt(ctx, report, n); err != nil {
 		return r.lostRace(err)
 	}
 	var last *kubefairv1.UsageRecord
@@ -87,11 +100,11 @@ func (r *LedgerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			return ctrl.Result{}, err
 		}
 	}
-	facts, tenants, err := r.factsOf(ctx, &report, n)
+	facts, tenants, err := r.factsOf(ctx, report, n)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	res := billing.Accrue(open, last, &report, facts)
+	res := billing.Accrue(open, last, report, facts)
 	if res.Archive != nil {
 		if err := r.writeArchive(ctx, res.Archive); err != nil {
 			return r.lostRace(err)
@@ -112,9 +125,47 @@ func (r *LedgerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	if res.Write != nil || open == nil { // a write that happened, or a refusal with nowhere to note it
 		r.Metrics.observe(node, res, res.CPU)
-		r.announce(&report, res, tenants)
+		r.announce(report, res, tenants)
 	}
 	return ctrl.Result{}, nil
+}
+
+// node is the Node named name, from the cache or, when the cache has none
+// (a Node just created may not be in it yet), the API server; nil when
+// there is none.
+func (r *LedgerReconciler) node(ctx context.Context, name string) (*corev1.Node, error) {
+	n, err := r.Facts.node(ctx, name)
+	if n != nil || err != nil {
+		return n, err
+	}
+	var live corev1.Node
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, &live); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	return &live, nil
+}
+
+// nodeGone handles a node that does not exist (deleted, or never was):
+// its report is refused with an event and deleted — the Node owns it, but
+// an agent that outlives its Node writes it again, with no owner — and its
+// open record is deleted, which archives it, cursor and all: the tenants
+// it named stop showing the node, its bills can become final, and a node
+// of that name that comes back continues from the archive.
+func (r *LedgerReconciler) nodeGone(ctx context.Context, node string, report *kubefairv1.NodeShareReport, open *kubefairv1.UsageRecord) error {
+	if report != nil {
+		res := billing.Result{Reason: kubefairv1.ReasonUnknownNode,
+			Message: fmt.Sprintf("no Node named %s exists (deleted, or never was): the report is deleted", node)}
+		r.Metrics.observe(node, res, kubefairv1.NodeCPUTime{})
+		r.announce(report, res, nil)
+		err := r.Delete(ctx, report, client.Preconditions{UID: &report.UID, ResourceVersion: &report.ResourceVersion})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err // a conflict: written again since, and counted again
+		}
+	}
+	if open != nil {
+		return client.IgnoreNotFound(r.Delete(ctx, open))
+	}
+	return nil
 }
 
 // lostRace turns a write that lost a race into a quick retry, without an

@@ -112,6 +112,7 @@ type UnmeasuredPods struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=nsr
 // +kubebuilder:printcolumn:name="BACKEND",type=string,JSONPath=`.backend`
+// +kubebuilder:printcolumn:name="ABI",type=integer,JSONPath=`.kernelABI`
 // +kubebuilder:printcolumn:name="CPUS",type=integer,JSONPath=`.cpus`
 // +kubebuilder:printcolumn:name="PODS-FOUND",type=string,JSONPath=`.conditions[?(@.type=="PodCgroupsFound")].status`
 // +kubebuilder:printcolumn:name="ERROR-POINTS",type=number,JSONPath=`.fairnessErrorPoints`

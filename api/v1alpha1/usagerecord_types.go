@@ -10,7 +10,9 @@ import (
 // time splits, the reports refused, and the cursor — how far the node's
 // cumulative counters have been counted. Only the controller writes it, one
 // report at a time, and the cursor and the amounts change in the same
-// write, so no report is counted twice. Its name is <node>.<period>.
+// write, so no report is counted twice. A node's open record is named
+// <node>.current; when a day ends its period moves on, after the day is
+// archived in a closed record named <node>.<period>.
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=ur
 // +kubebuilder:selectablefield:JSONPath=`.node`
@@ -22,7 +24,8 @@ import (
 // +kubebuilder:printcolumn:name="ACCEPTED",type=string,JSONPath=`.conditions[?(@.type=="ReportAccepted")].status`
 // +kubebuilder:printcolumn:name="REASON",type=string,JSONPath=`.conditions[?(@.type=="ReportAccepted")].reason`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
-// +kubebuilder:validation:XValidation:rule="self.node == oldSelf.node && self.period == oldSelf.period",message="node and period identify a usage record and cannot change"
+// +kubebuilder:validation:XValidation:rule="self.node == oldSelf.node",message="node identifies a usage record and cannot change"
+// +kubebuilder:validation:XValidation:rule="self.period == oldSelf.period || (!(has(oldSelf.closed) && oldSelf.closed) && self.period > oldSelf.period)",message="period only moves forward, and only on a node's open record"
 // +kubebuilder:validation:XValidation:rule="!(has(oldSelf.closed) && oldSelf.closed) || (has(self.closed) && self.closed)",message="a closed usage record cannot be reopened"
 type UsageRecord struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -340,7 +340,7 @@ func (a *accrual) count() {
 	// The report as a whole: its node, and its CPUs against the Node's.
 	switch {
 	case f.NodeMilliCPU <= 0:
-		a.reason, a.message = kubefairv1.ReasonUnknownNode, fmt.Sprintf("no Node named %s exists", r.Name)
+		a.reason, a.message = kubefairv1.ReasonUnknownNode, fmt.Sprintf("no Node named %s with a CPU capacity exists", r.Name)
 	case int64(r.CPUs)*1000 > f.NodeMilliCPU:
 		a.reason, a.message = kubefairv1.ReasonCPUsAboveCapacity,
 			fmt.Sprintf("the report says %d CPUs; Node %s has %s", r.CPUs, r.Name, milliString(f.NodeMilliCPU))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -58,6 +59,52 @@ func TestSharesFollowCurrentReports(t *testing.T) {
 		return tn.Status.ReportingNodes == 1 && tn.Status.AchievedShare == "40.0%" &&
 			strings.Contains(condition(tn, kubefairv1.ConditionEnforced).Message, "stopped reporting (share-n2)"), describe(tn)
 	})
+	// n2 drained and deleted: its report goes with it (deleted by the
+	// controller here: envtest runs no garbage collector), its open record
+	// is archived, the tenant no longer names it (not even its refused
+	// stale report), and what n2 billed stays billed.
+	if err := k8s.Delete(ctx(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "share-ns", Name: "p2"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(ctx(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "share-n2"}}); err != nil {
+		t.Fatal(err)
+	}
+	reportGone := func(what string) {
+		t.Helper()
+		eventually(t, what, func() (bool, string) {
+			err := k8s.Get(ctx(), client.ObjectKey{Name: "share-n2"}, &kubefairv1.NodeShareReport{})
+			return apierrors.IsNotFound(err), fmt.Sprintf("report share-n2: %v", err)
+		})
+	}
+	reportGone("the deleted node's report gone")
+	eventually(t, "the tenant no longer naming share-n2", func() (bool, string) {
+		tn := getTenant(t, "share")
+		for _, c := range tn.Status.Conditions {
+			if strings.Contains(c.Message, "share-n2") {
+				return false, c.Type + ": " + c.Message
+			}
+		}
+		return tn.Status.ReportingNodes <= 1, describe(tn)
+	})
+	var archived kubefairv1.UsageRecord
+	eventually(t, "n2's open record archived", func() (bool, string) {
+		err := k8s.Get(ctx(), client.ObjectKey{Name: billing.OpenRecordName("share-n2")}, &kubefairv1.UsageRecord{})
+		err2 := k8s.Get(ctx(), client.ObjectKey{Name: billing.RecordName("share-n2", billing.Period(now))}, &archived)
+		return apierrors.IsNotFound(err) && err2 == nil && archived.Closed, fmt.Sprintf("open: %v; archive: %v, closed %v", err, err2, archived.Closed)
+	})
+	// Its agent, outliving the Node, writes the report again: refused and
+	// deleted again, nothing billed, no ledger reopened.
+	n2.use(tn, second)
+	n2.write(time.Now())
+	eventually(t, "an UnknownNode event on n2's report", func() (bool, string) {
+		return hasEventSaying("NodeShareReport", "share-n2", kubefairv1.ReasonUnknownNode)
+	})
+	reportGone("the report written again deleted again")
+	if err := k8s.Get(ctx(), client.ObjectKey{Name: billing.OpenRecordName("share-n2")}, &kubefairv1.UsageRecord{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("n2's ledger reopened after its Node was deleted: %v", err)
+	}
+	stillBilled(t, "n2's CPU billed once, before it went", tn, 15*second)
+
 	// A node whose agent finds the tenant's pods but not their cgroups names
 	// it only by name, among the unmeasured: the tenant is Degraded for it.
 	n3 := newNode(t, "share-n3", 2, now.Add(-20*time.Second))
@@ -204,11 +251,21 @@ func TestExactlyOnceThroughFaults(t *testing.T) {
 	want("33: the CPUs report refused, the next one billed", 33)
 	wantBilled(t, "nothing for the tenant with no pod here", other, 0, "", 0)
 
-	// A report for a node that does not exist.
+	// A report for a node that does not exist: refused with an event, and
+	// deleted; no ledger is opened for it.
 	ghost := n1.report(at(95))
 	ghost.Name = "fault-no-such-node"
 	putReport(t, ghost)
-	wantAccepted(t, "fault-no-such-node", kubefairv1.ReasonUnknownNode, at(95))
+	eventually(t, "an UnknownNode event on the report of no node", func() (bool, string) {
+		return hasEventSaying("NodeShareReport", "fault-no-such-node", kubefairv1.ReasonUnknownNode)
+	})
+	eventually(t, "the report of no node deleted", func() (bool, string) {
+		err := k8s.Get(ctx(), client.ObjectKey{Name: "fault-no-such-node"}, &kubefairv1.NodeShareReport{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	if err := k8s.Get(ctx(), client.ObjectKey{Name: billing.OpenRecordName("fault-no-such-node")}, &kubefairv1.UsageRecord{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a usage record for a node that does not exist: %v", err)
+	}
 	stillBilled(t, "a report of no node", tn, 33*second)
 
 	// The record's CPU adds up: capacity = tenants + other pods + system + idle.
@@ -329,7 +386,22 @@ func TestPriceInForceWhenUsed(t *testing.T) {
 	}
 }
 
+// hasEventOn tells whether an object has an event with that reason.
 func hasEventOn(kind, name, reason string) (bool, string) {
+	return eventOn(kind, name, func(e corev1.Event) bool { return e.Reason == reason })
+}
+
+// hasEventSaying tells whether an object has a warning event whose note
+// contains text.
+func hasEventSaying(kind, name, text string) (bool, string) {
+	return eventOn(kind, name, func(e corev1.Event) bool {
+		return e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, text)
+	})
+}
+
+// eventOn tells whether an object has an event that matches, and if not,
+// what events it has.
+func eventOn(kind, name string, match func(corev1.Event) bool) (bool, string) {
 	var events corev1.EventList
 	if err := k8s.List(ctx(), &events); err != nil {
 		return false, err.Error()
@@ -337,11 +409,77 @@ func hasEventOn(kind, name, reason string) (bool, string) {
 	var seen []string
 	for _, e := range events.Items {
 		if e.InvolvedObject.Name == name && e.InvolvedObject.Kind == kind {
-			if e.Reason == reason {
+			if match(e) {
 				return true, ""
 			}
-			seen = append(seen, e.Reason)
+			seen = append(seen, e.Reason+": "+e.Message)
 		}
 	}
-	return false, fmt.Sprintf("events for %s %s: %v", kind, name, seen)
+	return false, fmt.Sprintf("events for %s %s: %q", kind, name, seen)
+}
+
+// TestPeriodEndsAtMidnight: the first report whose window ends on a new
+// UTC day archives the day that ended (a closed UsageRecord) and moves the
+// node's open record on, through the API server's own validation; each
+// day's CPU is billed once, to the day its window ends in.
+func TestPeriodEndsAtMidnight(t *testing.T) {
+	startManager(t)
+	create(t, namespace("midnight-ns", nil), tier("midnight-tier", 100, "3.6"), tenantOnTier("midnight", "midnight-tier", "midnight-ns"))
+	tn := getTenant(t, "midnight")
+	y, m, d := time.Now().UTC().Date()
+	midnight := time.Date(y, m, d-1, 0, 0, 0, 0, time.UTC) // the start of yesterday: both days are past
+	before, after := billing.Period(midnight.Add(-time.Second)), billing.Period(midnight)
+	n1 := newNode(t, "midnight-n1", 2, midnight.Add(-30*time.Second))
+	podOn(t, "midnight-ns", "p", "midnight-n1")
+
+	n1.use(tn, 10*second)
+	n1.write(midnight.Add(-10 * time.Second))
+	wantBilled(t, "10 s on the day before", tn, 10*second, "EUR", 10_000)
+	n1.use(tn, 6*second)
+	n1.write(midnight.Add(10 * time.Second))
+	wantAccepted(t, "midnight-n1", kubefairv1.ReasonBilled, midnight.Add(10*time.Second))
+	wantBilled(t, "16 s over both days", tn, 16*second, "EUR", 16_000)
+
+	lineNs := func(u *kubefairv1.UsageRecord) (ns int64) {
+		for _, l := range u.Lines {
+			ns += l.CPUNanoseconds
+		}
+		return ns
+	}
+	var closed kubefairv1.UsageRecord
+	if err := k8s.Get(ctx(), client.ObjectKey{Name: billing.RecordName("midnight-n1", before)}, &closed); err != nil {
+		t.Fatalf("the day that ended was not archived: %v", err)
+	}
+	open := openRecord(t, "midnight-n1")
+	if !closed.Closed || closed.Period != before || lineNs(&closed) != 10*second {
+		t.Fatalf("archive: closed %v, period %s, %d ns; want closed, %s, 10 s", closed.Closed, closed.Period, lineNs(&closed), before)
+	}
+	if open.Closed || open.Period != after || lineNs(open) != 6*second {
+		t.Fatalf("open record: closed %v, period %s, %d ns; want open, %s, 6 s", open.Closed, open.Period, lineNs(open), after)
+	}
+	_, _, bills := billed(t, string(tn.UID))
+	byPeriod := map[string]string{}
+	for _, b := range bills {
+		byPeriod[b.Period] = b.CPUSeconds
+	}
+	if len(bills) != 2 || byPeriod[before] != "10.000000000" || byPeriod[after] != "6.000000000" {
+		t.Fatalf("bills by period %v, want %s: 10 s and %s: 6 s", byPeriod, before, after)
+	}
+
+	// A closed record's period never changes, an open one's never goes back.
+	for _, tc := range []struct {
+		what string
+		rec  *kubefairv1.UsageRecord
+		to   string
+	}{{"a closed record moved on", &closed, after}, {"the open record moved back", open, before}} {
+		tc.rec.Period = tc.to
+		err := k8s.Update(ctx(), tc.rec)
+		if err == nil || !strings.Contains(err.Error(), "period only moves forward, and only on a node's open record") {
+			t.Fatalf("%s: the API server said %v", tc.what, err)
+		}
+	}
+
+	n1.use(tn, 4*second)
+	n1.write(midnight.Add(20 * time.Second))
+	wantBilled(t, "20 s: the new day goes on", tn, 20*second, "EUR", 20_000)
 }
