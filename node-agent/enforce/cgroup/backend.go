@@ -46,6 +46,8 @@ type Backend struct {
 	// burstableHealthy is the Burstable QoS weight (native units) last found
 	// or made healthy by repairBurstable.
 	burstableHealthy uint64
+	// wrote, when set (tests), is told every weight written, in order.
+	wrote func(cgroup string)
 }
 
 type backendState struct {
@@ -208,11 +210,16 @@ func (b *Backend) readTree(plan enforce.Plan, res *enforce.Result) (tree, error)
 			burstable += b.requestShares(native)
 		}
 	}
-	for _, pod := range plan.Pods {
-		add(pod.Cgroup, pod)
-	}
+	// The pods of no tenant first, as apply writes them: when every weight
+	// was just reset (systemd's daemon-reload, say) and the plan raises the
+	// tenants' pods far above kubelet's values, a pod of no tenant written
+	// after them would starve in between — the agent's own among them,
+	// which then cannot finish the writes that would free it.
 	for _, cg := range plan.Others {
 		add(cg, enforce.Pod{})
+	}
+	for _, pod := range plan.Pods {
+		add(pod.Cgroup, pod)
 	}
 	t.Classes = []float64{float64(b.h.Native(max(burstable, fairness.MinShares))), float64(b.h.Native(fairness.MinShares))}
 	return t, nil
@@ -307,6 +314,9 @@ func (b *Backend) set(cgroup string, want uint64, res *enforce.Result, errs *[]e
 			return changed
 		}
 		res.Writes++
+		if b.wrote != nil {
+			b.wrote(cgroup)
+		}
 		kept = want
 	}
 	if last, ok := b.state.Written[cgroup]; !ok || last != kept {

@@ -112,6 +112,22 @@ func TestBackend(t *testing.T) {
 		if got, err := backend.KubeletWeight(a); err != nil || got != 7 {
 			t.Fatalf("KubeletWeight(a) after kubelet's rewrite = %d, %v; want 7", got, err)
 		}
+		// Every pod back at kubelet's value at once (systemd's
+		// daemon-reload): in their level, the pod of no tenant — which
+		// may be the agent's own — is raised before the tenants' pods are,
+		// so it never waits starved between two writes.
+		var order []string
+		backend.wrote = func(cg string) { order = append(order, cg) }
+		for cg, v := range map[string]uint64{a: 7, b: kubelet, other: kubelet} {
+			cgroupfstest.SetWeight(t, h, cg, v)
+		}
+		if _, err := backend.Apply(plan); err != nil {
+			t.Fatal(err)
+		}
+		backend.wrote = nil
+		if i := slices.Index(order, other); i < 0 || slices.Index(order, a) < i || slices.Index(order, b) < i {
+			t.Errorf("written in the order %q: the pod of no tenant after a tenant's", order)
+		}
 
 		// A restarted agent still knows kubelet's values and restores them,
 		// the pod of no tenant's and the QoS cgroups' included.

@@ -17,9 +17,13 @@ import (
 )
 
 // TestExtremeWeights: tenants at weights 1 and 10000, a Burstable pod each
-// requesting 10m (one spinning thread for the small tenant, two for the
-// large one, so that both CPUs are contended). Stock Kubernetes weighs the
-// pods alike and the small tenant's lone thread takes a third of the node.
+// requesting 10m (one spinning thread for the small tenant, four for the
+// large one, so that both CPUs stay contended: with two, every wakeup from
+// outside the test that made the balancer move a large thread left the
+// small one a CPU of its own for a moment — 2.2 points with 0.7 CPU of
+// bursty load beside the test, 3.1 in one CI run; with four, 0.2 under the
+// same load). Stock Kubernetes weighs the pods alike and the small
+// tenant's lone thread takes half the node.
 // Scaled for resolution, the agent realises 1:10000 — both within 2
 // points, the large tenant with no bound reported, the small one only
 // when a point or more off. Where kubelet publishes pod weights as
@@ -30,7 +34,7 @@ import (
 func TestExtremeWeights(t *testing.T) {
 	w := newWorld(t)
 	w.addClassPods("small", true, classPod{podcgroups.Burstable, 10, 1, ""})
-	w.addClassPods("large", true, classPod{podcgroups.Burstable, 10, 2, ""})
+	w.addClassPods("large", true, classPod{podcgroups.Burstable, 10, 4, ""})
 	w.setWeight("large", 10000)
 	entitled := map[string]float64{"small": 1.0 / 10001, "large": 10000.0 / 10001}
 
