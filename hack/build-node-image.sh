@@ -4,13 +4,15 @@
 # AddGuestNode): Debian bookworm (debootstrap minbase) with systemd, udev,
 # dbus, sshd and systemd-networkd; containerd 2, runc and the CNI plugins
 # from hack/build-runtime.sh; kubelet from hack/build-k8s.sh; the files of
-# hack/node-image; an ssh key pair for root. The result is a raw ext4 image
-# made with `mkfs.ext4 -d` (no loop mounts), booted with the stock kernel of
-# kernel/build.sh.
+# hack/node-image; the agent's Localhost seccomp profile
+# (config/seccomp/kubefair-agent.json) in kubelet's seccomp directory, for
+# the chart's patched-kernel shape; an ssh key pair for root. The result is
+# a raw ext4 image made with `mkfs.ext4 -d` (no loop mounts), booted with
+# either kernel of kernel/build.sh.
 #
 # Cached below $KUBEFAIR_CACHE/node-image under a hash of every input (this
 # script, hack/node-image, the package list, the mirror and the runtime and
-# kubelet binaries), rebuilt only when one changes. The Debian base is
+# kubelet binaries, the seccomp profile), rebuilt only when one changes. The Debian base is
 # cached on its own, so changing a unit file or a binary does not run
 # debootstrap again. Needs root. Prints the directory holding disk.img and
 # the key pair (id_ed25519, id_ed25519.pub).
@@ -29,6 +31,7 @@ CACHE=${KUBEFAIR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubefair}
 here=$(cd "$(dirname "$0")" && pwd)
 files=$here/node-image
 out=$CACHE/node-image
+profile=$here/../config/seccomp/kubefair-agent.json
 
 log() { echo "node-image: $*" >&2; }
 
@@ -92,7 +95,7 @@ image_key=$({
   echo "$base_key $FREE_MIB"
   cat "$0"
   (cd "$files" && find . -type f -print0 | sort -z | xargs -0 sha256sum)
-  sha256sum "${binaries[@]}" | cut -d' ' -f1
+  sha256sum "${binaries[@]}" "$profile" | cut -d' ' -f1
 } | sha256sum | cut -c1-16)
 image=$out/$image_key
 if [ -f "$image/disk.img" ]; then
@@ -125,6 +128,7 @@ install -m 0755 "$runtime"/bin/{containerd,containerd-shim-runc-v2,ctr,runc} "$k
 install -d "$root/opt/cni/bin" "$root/etc/cni/net.d" "$root/etc/containerd" "$root/etc/kubernetes/pki" "$root/var/lib/kubelet"
 install -m 0755 "$runtime"/cni/{bridge,host-local,loopback} "$root/opt/cni/bin/"
 cp -r --no-preserve=ownership "$files/." "$root/"
+install -D -m 0644 "$profile" "$root/var/lib/kubelet/seccomp/kubefair-agent.json"
 # Units: networkd and sshd at boot; containerd and kubelet are started by
 # the harness. Periodic maintenance would only take CPU from the tests.
 chroot "$root" systemctl enable -q systemd-networkd.service ssh.service

@@ -28,13 +28,16 @@ import (
 	"github.com/kubefair/kubefair/test/harness/images"
 )
 
-// withGuest: `up` adds the guest node too.
-var withGuest = flag.Bool("guest", false, "up: add a cgroup v2 node in a QEMU guest (make node-image builds its disk)")
+// withGuest: `up` adds the guest node too; guestKernel is the kernel it boots.
+var (
+	withGuest   = flag.Bool("guest", false, "up: add a cgroup v2 node in a QEMU guest (make node-image builds its disk)")
+	guestKernel = flag.String("guest-kernel", "stock", "up -guest, guest: the guest's kernel, stock or patched (kubefair's; the node is labelled for the chart's patched-kernel agent shape, as in the node suite)")
+)
 
 func main() {
 	dir := flag.String("dir", cluster.DefaultDir, "the cluster's directory (certificates, data, sockets, logs, state)")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: cluster [-dir DIR] [-guest] up|guest|images|restart COMPONENT|down")
+		fmt.Fprintln(os.Stderr, "usage: cluster [-dir DIR] [-guest] [-guest-kernel stock|patched] up|guest|images|restart COMPONENT|down")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -120,11 +123,19 @@ func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args
 // addGuest boots the cgroup v2 guest node and says how to log into it.
 func addGuest(ctx context.Context, c *cluster.Cluster, log func(string, ...any)) error {
 	c.SetLog(log)
-	g, err := c.AddGuestNode(ctx, cluster.GuestConfig{})
+	var cfg cluster.GuestConfig
+	switch *guestKernel {
+	case "stock":
+	case "patched":
+		cfg = cfg.OnPatchedKernel()
+	default:
+		return fmt.Errorf("-guest-kernel %q: want stock or patched", *guestKernel)
+	}
+	g, err := c.AddGuestNode(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("cluster: guest node %s (cgroup v2, systemd) is Ready at %s; its console is in %s\n", g.Name(), g.IP(), g.SerialLog())
+	fmt.Printf("cluster: guest node %s (cgroup v2, systemd, the %s kernel) is Ready at %s; its console is in %s\n", g.Name(), *guestKernel, g.IP(), g.SerialLog())
 	fmt.Printf("  ssh %s\n", strings.Join(g.SSHArgs(), " "))
 	return nil
 }

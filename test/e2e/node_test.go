@@ -7,6 +7,8 @@ import (
 	"math"
 	"os"
 	"path"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,8 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
@@ -34,16 +36,19 @@ const (
 
 // TestSystemdNode runs the greedy tenants (1, 4 and 12 pods weighted 4:2:1)
 // on a real cgroup v2 node whose kubelet uses the systemd driver: a QEMU
-// guest with systemd as PID 1, containerd 2 and kubelet 1.37, joined to the
+// guest with systemd as PID 1, containerd 2 and kubelet 1.37, booted with
+// kubefair's kernel (its agent uses the syscall backend), joined to the
 // local cluster. Stock first, then kubefair, from the same run; then
 // systemd's daemon-reload, an agent restart, an in-place resize, an agent
-// that cannot find the pods, and uninstall.
+// that cannot find the pods, uninstall, and the guest drained and deleted.
 func TestSystemdNode(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := upCluster(ctx, t)
 	start := time.Now()
-	g, err := c.AddGuestNode(ctx, cluster.GuestConfig{Forward: []int{agentMetricsPort}})
+	// The guest runs kubefair's kernel: its agent (the chart's
+	// patched-kernel shape) weighs threads through sched_setweight.
+	g, err := c.AddGuestNode(ctx, cluster.GuestConfig{Forward: []int{agentMetricsPort}}.OnPatchedKernel())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +63,7 @@ func TestSystemdNode(t *testing.T) {
 		}
 	})
 	w := &world{t: t, c: c, k8s: newClient(t, c), ctx: ctx, tools: scenario.Tools{Cluster: c, Helm: os.Getenv("HELM")},
-		sc: scenario.Greedy.On(g.Name()), node: g.Name(), cpu: guestUsage(g), window: guestWindow, windows: guestWindows, scraper: new(string)}
+		sc: scenario.Greedy.On(g.Name()), node: g.Name(), cpu: scenario.GuestUsage(g), window: guestWindow, windows: guestWindows, scraper: new(string)}
 	n := &guestWorld{world: w, g: g}
 	n.checkNodeShape()
 
@@ -87,12 +92,21 @@ func TestSystemdNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.waitReady(3*time.Minute, 3, "the controller and both agents", client.InNamespace(namespace))
-	guestMounts, err := g.Run(ctx, agentMountinfo)
+	guestMounts, err := g.Run(ctx, agentProc("mountinfo"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	guestStatus, err := g.Run(ctx, agentProc("status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each backend's privileges, on the node it runs on: the guest's
+	// syscall backend, the host's cgroup backend.
 	checkAgentMounts(t, guestMounts, "kubepods.slice")
-	checkAgentMounts(t, hostAgentMountinfo(t), "cpu/kubepods")
+	checkAgentCaps(t, "the guest", guestStatus, capSysNice)
+	checkAgentMounts(t, hostAgentProc(t, "mountinfo"), "cpu/kubepods")
+	checkAgentCaps(t, "the host", hostAgentProc(t, "status"), 0)
+	n.checkSyscallBackend()
 	firstBoot := w.waitReport(time.Time{}, "")
 	time.Sleep(10 * time.Second) // the closed loop settles
 	kf := w.measure()
@@ -104,6 +118,8 @@ func TestSystemdNode(t *testing.T) {
 		t.Errorf("the guest's report says %+v, want PodCgroupsFound True with the systemd driver", c)
 	}
 	w.checkCost()
+
+	t.Run("two nodes", n.checkTwoNodes)
 
 	t.Run("systemd daemon-reload", func(t *testing.T) {
 		w := w.with(t)
@@ -175,7 +191,7 @@ func TestSystemdNode(t *testing.T) {
 		})
 		w.eventually(10*time.Second, "the resized pod weighed as its peers", func() (bool, string) {
 			ws := n.podWeights()
-			got, peer := ws[n.podSlice(p)], ws[n.podSlice(batch[1])]
+			got, peer := ws[scenario.SystemdPodSlice(p)], ws[scenario.SystemdPodSlice(batch[1])]
 			return near(got, peer, 0.02), fmt.Sprintf("cpu.weight %d, another batch pod %d", got, peer)
 		})
 	})
@@ -243,7 +259,7 @@ func TestSystemdNode(t *testing.T) {
 		// batch pod resized above has kubelet's and runc's new values for
 		// 100m.
 		after := n.weights()
-		resized := n.podSlice(w.pods(client.InNamespace("batch"))[0])
+		resized := scenario.SystemdPodSlice(w.pods(client.InNamespace("batch"))[0])
 		for cg, want := range stockWeights {
 			switch {
 			case cg == resized:
@@ -255,6 +271,16 @@ func TestSystemdNode(t *testing.T) {
 				t.Errorf("after uninstall %s has cpu.weight %d, want %d as before kubefair", cg, got, want)
 			}
 		}
+	})
+
+	// Last, kubefair back on: the guest drained and deleted takes its report
+	// with it, and no tenant keeps an entitlement there.
+	t.Run("node drained and deleted", func(t *testing.T) {
+		n := &guestWorld{world: w.with(t), g: g}
+		if err := n.tools.InstallKubefair(ctx, true, onHost...); err != nil {
+			t.Fatal(err)
+		}
+		n.checkNodeDeleted()
 	})
 }
 
@@ -286,6 +312,52 @@ func (n *guestWorld) checkNodeShape() {
 	}
 }
 
+// checkSyscallBackend: on kubefair's kernel the agent found the ABI and
+// weighs threads through sched_setweight, confined twice — by the node's
+// Localhost profile (runc's filter) and by its own allow-list, which names
+// the two kernel calls — while the host's agent keeps to pod weights.
+func (n *guestWorld) checkSyscallBackend() {
+	t := n.t
+	n.waitReport(time.Time{}, "")
+	if r := n.report(); r.Backend != kubefairv1.BackendSyscall || r.KernelABI != 2 {
+		t.Errorf("the guest's report says backend %q, kernel ABI %d; want syscall and 2", r.Backend, r.KernelABI)
+	}
+	table := n.kubectl("get", "nodesharereports")
+	t.Logf("kubectl get nodesharereports:\n%s", table)
+	for _, want := range [][]string{{n.g.Name(), "syscall", "2"}, {n.c.NodeName(), "cgroup"}} {
+		if !tableHasRow(table, want...) {
+			t.Errorf("kubectl get nodesharereports has no row starting %q", want)
+		}
+	}
+	p := n.agentPod()
+	if sc := p.Spec.Containers[0].SecurityContext; sc == nil || sc.SeccompProfile == nil ||
+		sc.SeccompProfile.Type != corev1.SeccompProfileTypeLocalhost || ptr.Deref(sc.SeccompProfile.LocalhostProfile, "") != "kubefair-agent.json" {
+		t.Errorf("the guest's agent runs with security context %+v, want the Localhost profile kubefair-agent.json", sc)
+	}
+	out, err := n.g.Run(n.ctx, "grep -h '^Seccomp' /proc/$(pgrep -x kubefair-agent)/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "Seccomp:\t2") || !strings.Contains(out, "Seccomp_filters:\t2") {
+		t.Errorf("the guest's agent: %q; want filter mode (2) and two filters, runc's and its own", out)
+	}
+	logs := n.kubectl("logs", "-n", namespace, p.Name)
+	if !regexp.MustCompile(`seccomp filter installed.*"allowed":54,"sched_setweight":true`).MatchString(logs) {
+		t.Errorf("the guest's agent did not log its filter with 54 calls, sched_setweight among them:\n%.2000s", logs)
+	}
+}
+
+// tableHasRow: a row of kubectl's table output that starts with cells.
+func tableHasRow(table string, cells ...string) bool {
+	for _, line := range strings.Split(table, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= len(cells) && slices.Equal(f[:len(cells)], cells) {
+			return true
+		}
+	}
+	return false
+}
+
 // checkLogsThroughAPIServer: the API server reaches the guest's kubelet at
 // the node's address (what kubectl logs and exec need).
 func (n *guestWorld) checkLogsThroughAPIServer() {
@@ -304,19 +376,6 @@ func (n *guestWorld) checkLogsThroughAPIServer() {
 	}
 }
 
-// podSlice is a pod's cgroup in the guest (systemd driver): Guaranteed
-// pods in kubepods.slice, the others in their QoS class's slice.
-func (n *guestWorld) podSlice(p corev1.Pod) string {
-	uid := strings.ReplaceAll(string(p.UID), "-", "_")
-	switch p.Status.QOSClass {
-	case corev1.PodQOSBestEffort:
-		return "/sys/fs/cgroup/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + uid + ".slice"
-	case corev1.PodQOSGuaranteed:
-		return "/sys/fs/cgroup/kubepods.slice/kubepods-pod" + uid + ".slice"
-	}
-	return "/sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uid + ".slice"
-}
-
 // scenarioPods are the scenario's pods on the guest.
 func (n *guestWorld) scenarioPods() []corev1.Pod {
 	var out []corev1.Pod
@@ -331,9 +390,9 @@ func (n *guestWorld) scenarioPods() []corev1.Pod {
 func (n *guestWorld) weights() map[string]uint64 {
 	var dirs []string
 	for _, p := range n.scenarioPods() {
-		dirs = append(dirs, n.podSlice(p))
+		dirs = append(dirs, scenario.SystemdPodSlice(p))
 		for _, cs := range p.Status.ContainerStatuses {
-			dirs = append(dirs, n.podSlice(p)+"/cri-containerd-"+strings.TrimPrefix(cs.ContainerID, "containerd://")+".scope")
+			dirs = append(dirs, scenario.SystemdPodSlice(p)+"/cri-containerd-"+strings.TrimPrefix(cs.ContainerID, "containerd://")+".scope")
 		}
 	}
 	return n.readUints(dirs, "cpu.weight")
@@ -343,7 +402,7 @@ func (n *guestWorld) weights() map[string]uint64 {
 func (n *guestWorld) podSlices() []string {
 	var dirs []string
 	for _, p := range n.scenarioPods() {
-		dirs = append(dirs, n.podSlice(p))
+		dirs = append(dirs, scenario.SystemdPodSlice(p))
 	}
 	return dirs
 }
@@ -435,41 +494,6 @@ func (n *guestWorld) agentPod() corev1.Pod {
 		}
 	}
 	return corev1.Pod{}
-}
-
-// guestUsage reads the pods' CPU time from their slices' cpu.stat in the
-// guest, in one ssh round trip.
-func guestUsage(g *cluster.GuestNode) scenario.Usage {
-	return func(ctx context.Context, pods []corev1.Pod) (map[types.UID]int64, error) {
-		n := &guestWorld{g: g}
-		var dirs []string
-		byDir := map[string]types.UID{}
-		for _, p := range pods {
-			d := n.podSlice(p)
-			dirs = append(dirs, d)
-			byDir[d] = p.UID
-		}
-		// One process for all pods: under TCG, with the guest's CPUs
-		// saturated, every fork costs a good part of a second.
-		var files []string
-		for _, d := range dirs {
-			files = append(files, d+"/cpu.stat")
-		}
-		out, err := g.Run(ctx, "grep -H '^usage_usec ' "+strings.Join(files, " "))
-		if err != nil {
-			return nil, err
-		}
-		usage := map[types.UID]int64{}
-		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-			file, us, ok := strings.Cut(line, ":usage_usec ")
-			v, err := strconv.ParseInt(us, 10, 64)
-			if !ok || err != nil {
-				return nil, fmt.Errorf("guest cpu.stat: %q", line)
-			}
-			usage[byDir[strings.TrimSuffix(file, "/cpu.stat")]] = v * 1000
-		}
-		return usage, nil
-	}
 }
 
 // near: a and b differ by at most the fraction tol of the larger.

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubefair/kubefair/test/harness/cluster"
 	"github.com/kubefair/kubefair/test/harness/kubeapi"
 )
 
@@ -27,7 +28,7 @@ func cached(elem ...string) string {
 }
 
 func bzImage(t *testing.T, flavour string) string {
-	p := cached(flavour, "arch", "x86", "boot", "bzImage")
+	p := cluster.KernelImage(flavour)
 	if _, err := os.Stat(p); err != nil {
 		t.Fatalf("no %s kernel at %s: run `make kernel`", flavour, p)
 	}

@@ -77,7 +77,15 @@ const DefaultDir = "/tmp/kubefair-cluster"
 // agent.shapes in ci/local-cluster-values.yaml): cgroup v1, cgroupfs
 // driver, so kubelet's pod cgroups are below cpu/kubepods rather than the
 // chart's default kubepods.slice (the guest node's).
-const HostShapeLabel = "kubefair.io/agent-shape=v1-cgroupfs"
+const HostShapeLabel = ShapeLabel + "=v1-cgroupfs"
+
+// ShapeLabel names a node's agent shape; PatchedKernelShape is the shape
+// of a guest booted with kubefair's kernel (KernelImage("patched")): the
+// syscall backend under the agent's Localhost seccomp profile.
+const (
+	ShapeLabel         = "kubefair.io/agent-shape"
+	PatchedKernelShape = "patched-kernel"
+)
 
 func (cfg *Config) defaults() {
 	if cfg.Dir == "" {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -56,8 +57,7 @@ type GuestConfig struct {
 	// hack/build-node-image.sh prints (it builds the image when an input
 	// changed, and is quick otherwise).
 	ImageDir string
-	// Kernel is the bzImage to boot; default: the stock kernel of
-	// kernel/build.sh in the cache (`make kernel`).
+	// Kernel is the bzImage to boot; default: KernelImage("stock").
 	Kernel string
 	// CPUs and MemoryMiB of the guest (default 2 and 3072).
 	CPUs, MemoryMiB int
@@ -77,12 +77,30 @@ type GuestConfig struct {
 	Timeout time.Duration
 }
 
+// KernelImage is the bzImage of kernel/build.sh's "stock" or "patched"
+// kernel in the cache (`make kernel`).
+func KernelImage(flavour string) string {
+	return filepath.Join(kubeapi.CacheDir(), "kernel", flavour, "arch", "x86", "boot", "bzImage")
+}
+
+// OnPatchedKernel is cfg booting kubefair's kernel, the node labelled with
+// its agent shape (PatchedKernelShape).
+func (cfg GuestConfig) OnPatchedKernel() GuestConfig {
+	cfg.Kernel = KernelImage("patched")
+	cfg.Labels = maps.Clone(cfg.Labels)
+	if cfg.Labels == nil {
+		cfg.Labels = map[string]string{}
+	}
+	cfg.Labels[ShapeLabel] = PatchedKernelShape
+	return cfg
+}
+
 func (cfg *GuestConfig) defaults() error {
 	if cfg.Name == "" {
 		cfg.Name = "kubefair-guest"
 	}
 	if cfg.Kernel == "" {
-		cfg.Kernel = filepath.Join(kubeapi.CacheDir(), "kernel", "stock", "arch", "x86", "boot", "bzImage")
+		cfg.Kernel = KernelImage("stock")
 	}
 	if _, err := os.Stat(cfg.Kernel); err != nil {
 		return fmt.Errorf("no kernel for the guest at %s: run `make kernel`", cfg.Kernel)

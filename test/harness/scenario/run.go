@@ -13,9 +13,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
 	"github.com/kubefair/kubefair/test/harness/cluster"
 	"github.com/kubefair/kubefair/test/harness/kubeapi"
 )
@@ -276,7 +278,11 @@ func (s Scenario) Create(ctx context.Context, k client.Client, timeout time.Dura
 		want int
 	}{{bestEffort, want}, {rest, s.Pods()}} {
 		for _, obj := range step.objs {
-			if err := k.Create(ctx, obj); err != nil {
+			err := k.Create(ctx, obj)
+			if _, tier := obj.(*kubefairv1.PricingTier); tier && apierrors.IsAlreadyExists(err) {
+				continue // every scenario's tiers: another scenario of the cluster made them
+			}
+			if err != nil {
 				return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
 			}
 		}
