@@ -137,6 +137,10 @@ cluster-down: ## Stop the local cluster and leave the machine as it was.
 test: tools verify $(TEST_PREREQS) ## Run every test suite (needs root for the node suites).
 	hack/go-test.sh $(GO_TEST_FLAGS) -count=1 -timeout 45m -p 1 ./...
 
+# The demo's second node, a QEMU guest on kubefair's kernel, needs its disk
+# image (and the kernel); -embedded and -guest=false need neither.
+DEMO_NODES := $(if $(filter -embedded -guest=false,$(DEMO_FLAGS)),cluster-binaries runtime,node-image)
+
 .PHONY: demo
-demo: tools cluster-binaries runtime helm ## kubefair on a real local cluster: helm install, tenants, stock vs kubefair, `kubectl get tenants` (DEMO_FLAGS=-embedded without containers).
+demo: tools $(DEMO_NODES) helm ## kubefair on a real local cluster of two nodes (this host; a QEMU guest on kubefair's kernel): helm install, tenants, stock vs kubefair, `kubectl get tenants`, the thread table (DEMO_FLAGS=-guest=false: the host alone; -embedded: without containers).
 	go run ./hack/demo $(DEMO_FLAGS)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -40,6 +41,18 @@ type Workload struct {
 	// BestEffort QoS cgroup, which weighs 2 shares); the others request
 	// CPURequest and are Burstable.
 	BestEffort bool
+	// Children: the burner of each pod starts one more process per entry,
+	// with that many threads, in its container (burner -children).
+	Children []int
+}
+
+// PodThreads is how many spinning threads each of the workload's pods runs.
+func (w Workload) PodThreads() int {
+	n := w.Threads
+	for _, c := range w.Children {
+		n += c
+	}
+	return n
 }
 
 // Tenant is one tenant of the scenario and what it runs in its namespace.
@@ -72,6 +85,11 @@ var (
 		{Name: "vm-large", Pods: 1, Threads: 4, Labels: map[string]string{"kubevirt.io/domain": "large"}, Weight: 3},
 		{Name: "vm-small", Pods: 1, Threads: 4, Labels: map[string]string{"kubevirt.io/domain": "small"}, Weight: 1},
 	}}
+	// render's one pod runs processes of 1, 8 and 50 threads: under its
+	// default threadPolicy PFS each gets a third of the pod's CPU on
+	// kubefair's kernel, stock gives them 1:8:50.
+	render = Tenant{Name: "render", Tier: "silver", Namespace: "render", Workloads: []Workload{{Name: "frames", Pods: 1, Threads: 1, Children: []int{8, 50}}}}
+	etl    = Tenant{Name: "etl", Tier: "bronze", Namespace: "etl", Workloads: []Workload{{Name: "load", Pods: 4, Threads: 1}}}
 )
 
 // Scenario is a set of tenants and the node their pods run on.
@@ -88,6 +106,10 @@ var (
 	// Greedy is its greedy tenants alone: 1, 4 and 12 pods weighted 4:2:1,
 	// the 4 BestEffort (as batch and dev namespaces often are).
 	Greedy = Scenario{Tenants: []Tenant{checkout, search.withBestEffortPods(), batch}}
+	// Threads is the demo's patched-kernel node: render, whose one pod
+	// runs processes of 1, 8 and 50 threads, beside etl's four
+	// single-thread pods, weighted 2:1.
+	Threads = Scenario{Tenants: []Tenant{render, etl}}
 )
 
 // On is the scenario with its pods pinned to node.
@@ -222,7 +244,8 @@ func tenantObject(t Tenant) *kubefairv1.Tenant {
 }
 
 // Deployment runs a workload's burners: each pod one burner with
-// w.Threads spinning threads, requesting CPURequest unless BestEffort.
+// w.Threads spinning threads (and w.Children's processes), requesting
+// CPURequest unless BestEffort.
 func Deployment(namespace string, w Workload) *appsv1.Deployment {
 	labels := map[string]string{"app": w.Name}
 	for k, v := range w.Labels {
@@ -253,6 +276,14 @@ func Deployment(namespace string, w Workload) *appsv1.Deployment {
 			},
 		},
 	}
+	if len(w.Children) > 0 {
+		counts := make([]string, len(w.Children))
+		for i, n := range w.Children {
+			counts[i] = strconv.Itoa(n)
+		}
+		c := &d.Spec.Template.Spec.Containers[0]
+		c.Command = append(c.Command, "-children", strings.Join(counts, ","))
+	}
 	if w.BestEffort {
 		c := &d.Spec.Template.Spec.Containers[0]
 		c.Resources, c.ResizePolicy = corev1.ResourceRequirements{}, nil
@@ -261,4 +292,4 @@ func Deployment(namespace string, w Workload) *appsv1.Deployment {
 }
 
 // String names a workload for tables: tenant/workload.
-func (w Workload) String() string { return fmt.Sprintf("%s×%d threads", w.Name, w.Threads) }
+func (w Workload) String() string { return fmt.Sprintf("%s×%d threads", w.Name, w.PodThreads()) }
