@@ -36,10 +36,11 @@ const (
 	// load balancer moves the tenants' 32 threads between placements that
 	// favour one tenant or another for seconds at a time: an 8-s window of
 	// the 1-pod tenant scatters by ±3 points around its mean, a 12-s one by
-	// ±2 (single windows up to ±5). The median of nine such windows stays
-	// inside the bound; seven once missed it by 0.06 points in CI.
+	// ±2 (single windows up to ±5). The median of nine such windows missed
+	// the bound once in CI (46.5 % against 44.4 after the restarts), seven
+	// by 0.06 points: thirteen.
 	window  = 12 * time.Second
-	windows = 9
+	windows = 13
 	// settle is the time a fault is given before shares are measured again.
 	settle = 5 * time.Second
 	// The components' metrics ports in ci/local-cluster-values.yaml (host
