@@ -55,14 +55,9 @@ func (r *BillReconciler) Reconcile(ctx context.Context, key billKey) (ctrl.Resul
 	name, sources, final := "", map[string]kubefairv1.BillSource{}, true
 	for node, u := range furthest {
 		src := kubefairv1.BillSource{Node: node, Sequence: u.Cursor.Sequence}
-		for _, l := range u.Lines {
-			if l.TenantUID == key.UID {
-				name = l.Tenant
-				src.Lines = append(src.Lines, kubefairv1.BillLine{Tier: l.Tier, Currency: l.Currency, PricePerCPUHour: l.PricePerCPUHour,
-					CPUSeconds: cost.FormatSeconds(big.NewInt(l.CPUNanoseconds))})
-			}
-		}
-		if len(src.Lines) > 0 {
+		var tenant string
+		if tenant, src.Lines = billLines(u, key.UID); len(src.Lines) > 0 {
+			name = tenant
 			sources[node] = src
 			final = final && u.Closed
 		}
@@ -106,6 +101,19 @@ func (r *BillReconciler) Reconcile(ctx context.Context, key billKey) (ctrl.Resul
 		return ctrl.Result{RequeueAfter: lostRaceRetry}, nil
 	}
 	return ctrl.Result{}, err
+}
+
+// billLines are record u's lines of the tenant uid as a bill holds them,
+// and the tenant's name on them ("" when there are none).
+func billLines(u *kubefairv1.UsageRecord, uid string) (name string, lines []kubefairv1.BillLine) {
+	for _, l := range u.Lines {
+		if l.TenantUID == uid {
+			name = l.Tenant
+			lines = append(lines, kubefairv1.BillLine{Tier: l.Tier, Currency: l.Currency, PricePerCPUHour: l.PricePerCPUHour,
+				CPUSeconds: cost.FormatSeconds(big.NewInt(l.CPUNanoseconds))})
+		}
+	}
+	return name, lines
 }
 
 // sumBill fills a bill's lines, CPU-seconds and costs from its sources:

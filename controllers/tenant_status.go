@@ -444,10 +444,15 @@ func billingOf(t *kubefairv1.Tenant, tierCurrency string, bill *kubefairv1.Tenan
 }
 
 // onBill says whether bill holds what record u counted for the tenant uid:
-// the bill has the node's lines from that far or further, or the record
-// bills the tenant nothing in the bill's period.
+// the bill has the node's lines from that far or further, or from an
+// earlier report with the same lines of the tenant (its counter final, the
+// record moves on with the other tenants', and a bill recomputed at most
+// once a status period may never catch up with the record of a node that
+// reports as often); or the record bills the tenant nothing in the bill's
+// period.
 func onBill(bill *kubefairv1.TenantBill, u *kubefairv1.UsageRecord, uid string) bool {
-	if !slices.ContainsFunc(u.Lines, func(l kubefairv1.ChargeLine) bool { return l.TenantUID == uid }) {
+	_, lines := billLines(u, uid)
+	if len(lines) == 0 {
 		return true
 	}
 	if bill == nil {
@@ -457,7 +462,7 @@ func onBill(bill *kubefairv1.TenantBill, u *kubefairv1.UsageRecord, uid string) 
 		return true // another day's record: its own bill
 	}
 	i := slices.IndexFunc(bill.Sources, func(s kubefairv1.BillSource) bool { return s.Node == u.Node })
-	return i >= 0 && bill.Sources[i].Sequence >= u.Cursor.Sequence
+	return i >= 0 && (bill.Sources[i].Sequence >= u.Cursor.Sequence || slices.Equal(bill.Sources[i].Lines, lines))
 }
 
 // setConditions sums the phases up as Ready, TierResolved, Enforced and

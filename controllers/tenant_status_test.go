@@ -120,7 +120,11 @@ func TestFinalUsage(t *testing.T) {
 		u.Lines = []kubefairv1.ChargeLine{{TenantUID: tenantUID, CPUNanoseconds: 1}}
 		return u
 	}
-	bill := &kubefairv1.TenantBill{Period: billing.Period(now), Sources: []kubefairv1.BillSource{{Node: "billed", Sequence: 7}, {Node: "billed-before", Sequence: 6}}}
+	// billed-before's bill source is a report older than its record, with
+	// other lines; same-lines' too, with the record's lines of the tenant
+	// (the record moved on with other tenants only).
+	bill := &kubefairv1.TenantBill{Period: billing.Period(now), Sources: []kubefairv1.BillSource{{Node: "billed", Sequence: 7}, {Node: "billed-before", Sequence: 6},
+		{Node: "same-lines", Sequence: 6, Lines: []kubefairv1.BillLine{{CPUSeconds: "0.000000001"}}}}}
 	res := billingOf(deleting, "", bill, []kubefairv1.UsageRecord{
 		open("counting", 5*time.Second, kubefairv1.TenantCounter{UID: "u1"}),
 		open("done", 5*time.Second, kubefairv1.TenantCounter{UID: "u1", Final: true}),
@@ -129,6 +133,7 @@ func TestFinalUsage(t *testing.T) {
 		open("other", 5*time.Second, kubefairv1.TenantCounter{UID: "u2"}),
 		counted(open("billed", 5*time.Second, kubefairv1.TenantCounter{UID: "u1", Final: true}), 7, "u1"),
 		counted(open("billed-before", 5*time.Second, kubefairv1.TenantCounter{UID: "u1", Final: true}), 7, "u1"),
+		counted(open("same-lines", 5*time.Second, kubefairv1.TenantCounter{UID: "u1", Final: true}), 9, "u1"),
 		counted(open("not-on-bill", 5*time.Second, kubefairv1.TenantCounter{UID: "u1", Final: true}), 3, "u1"),
 		counted(open("others-lines", 5*time.Second, kubefairv1.TenantCounter{UID: "u1", Final: true}), 3, "u2"),
 	}, now)
