@@ -162,7 +162,11 @@ func TestRuncContainers(t *testing.T) {
 	checkDiscovered()
 
 	entitled := w.entitled(map[string]int32{"solo": 1, "quad": 1})
-	_, _, stockErr, kfErr := w.stockThenKubefair("runc containers, weights 1:1", entitled)
+	// solo is one 2-thread container against four 1-thread ones: on 2 CPUs
+	// its share swings with the threads' placement (a CI run had the median
+	// of 5 windows of 8 s 2.3 points off). More and longer windows; the
+	// bound stays 2 points.
+	_, _, stockErr, kfErr := w.stockThenKubefair("runc containers, weights 1:1", entitled, 2*repeats-1, 3*window/2)
 	if kfErr > 2 {
 		t.Errorf("kubefair's largest error is %.1f points, want ≤ 2", kfErr)
 	}

@@ -38,7 +38,7 @@ func TestExtremeWeights(t *testing.T) {
 	w.setWeight("large", 10000)
 	entitled := map[string]float64{"small": 1.0 / 10001, "large": 10000.0 / 10001}
 
-	_, _, stockErr, kfErr := w.stockThenKubefair("weights 1:10000", entitled)
+	_, _, stockErr, kfErr := w.stockThenKubefair("weights 1:10000", entitled, repeats, window)
 	if kfErr > 2 {
 		t.Errorf("largest error %.1f points at weights 1:10000, want ≤ 2", kfErr)
 	}
