@@ -86,8 +86,9 @@ type Agent struct {
 	writing    *reportWrite // the report being written, if any
 	drift      int64
 
-	kick  chan struct{}
-	procs procReader
+	kick     chan struct{}
+	procs    procReader
+	sweepAge int // periods, for procs.sweep
 	// owner (thread → process) and active (process → threads that ran
 	// or waited) are measure's scratch, cleared for each pod: a thousand
 	// threads a period need not be a thousand map entries to collect.
@@ -131,10 +132,20 @@ type podState struct {
 	// the kernel has one).
 	stall     uint64
 	stallSeen bool
-	// pids are the containers' processes, read again every
-	// procsRefreshPeriods busy periods (pidsAge counts them).
+	// pids are the containers' processes, read again with the threads
+	// once procsRefreshPeriods busy periods old (pidsAge counts them).
 	pids    []int
 	pidsAge int
+	// The threads' figures at their last read (see threadsRefreshPeriods):
+	// when, the pod's CPU that period, its threads that ran or waited,
+	// their wait per second (schedstat), and how many busy periods ago;
+	// threadsCurrent: nothing ran since.
+	threadsReadAt  time.Time
+	threadsCPU     time.Duration
+	running        int
+	waitRate       float64
+	threadsAge     int
+	threadsCurrent bool
 	// exclusive is the CPUs the pod's containers hold alone (kubelet's
 	// static CPU manager; exclusive.go), read again every
 	// discoveryRefreshPeriods periods (cpusAge counts them); weighed: the
@@ -151,15 +162,26 @@ type podState struct {
 const discoveryRefreshPeriods = 10
 
 // procsRefreshPeriods is how many busy periods a pod's process list is
-// kept before its containers' cgroup.procs are read again, when the agent
-// sets pod weights only. A container's processes seldom change, and
+// kept before its containers' cgroup.procs are read again (with the
+// pod's threads, its only reader, and its CPU limit), when the agent sets
+// pod weights only. A container's processes seldom change, and
 // cgroup.procs is the dearest file the agent reads (the kernel builds and
-// sorts a pid list for it). A new process is therefore seen within this
-// many periods — its CPU time counts at once through the pod's cgroup —
-// while its threads are listed every period. With a thread backend the
-// list is read every period: a thread weight must never land on a process
-// that took over a recycled pid.
+// sorts a pid list for it, reached by a path walk each time). A new
+// process's threads are therefore counted from the pod's first thread read
+// after this many periods (its CPU time counts at once through the pod's
+// cgroup). With a thread backend the list is read every
+// period: a thread weight must never land on a process that took over a
+// recycled pid.
 const procsRefreshPeriods = 5
+
+// threadsRefreshPeriods is how many busy periods a pod's thread figures
+// (which threads ran or waited, and their waits) may be kept while its CPU
+// holds steady, when the agent sets pod weights only. Reading each
+// thread's schedstat every period was most of the agent's CPU time (about
+// 9 µs a thread, 0.9 % of a CPU at 100 pods); a pod whose CPU moves by
+// more than an eighth (or 1 % of a CPU) has its threads read at once, so
+// the closed loop sees a change of demand in the period it happens.
+const threadsRefreshPeriods = 5
 
 // tenantWindow accumulates a tenant's figures between two reports.
 type tenantWindow struct {
@@ -685,8 +707,13 @@ func (a *Agent) apply(snap *snapshot, plan enforce.Plan) (enforce.Result, error)
 		a.log.Info("kubelet left the Burstable QoS cgroup at its start-up weight; wrote the sum of its pods' weights, as kubelet will at its next QoS update")
 	}
 	a.drift += int64(res.Drift)
-	a.procs.sweep()
-	a.node.hier.Sweep()
+	// A pod's threads are read at least once every threadsRefreshPeriods
+	// busy periods, its CPU limit mostly as often: files read between two
+	// sweeps stay open.
+	if a.sweepAge++; a.sweepAge%threadsRefreshPeriods == 0 {
+		a.procs.sweep()
+		a.node.hier.Sweep()
+	}
 	return res, err
 }
 
@@ -760,38 +787,19 @@ func (a *Agent) measure(ps *podState, containers []string, s *TenantStep, dt tim
 		// cumulative). Skipping /proc keeps an idle node cheap.
 		ps.processes = ps.processes[:0]
 		ps.cpu, ps.backlogged, ps.limit = 0, false, 0
+		if ps.threadsCurrent {
+			ps.threadsReadAt = readAt // the threads' figures still hold: nothing ran
+		}
+		ps.threadsAge = threadsRefreshPeriods // read them when it runs again
 		return
 	}
-	if a.node.threads != "" || len(ps.pids) == 0 || ps.pidsAge%procsRefreshPeriods == 0 {
-		ps.pids = ps.pids[:0]
-		for _, c := range containers {
-			ps.pids, _ = a.node.hier.AppendProcs(ps.pids, c)
-		}
-		ps.cpuLimit, _ = a.node.hier.CPULimit(ps.cgroup) // an unreadable quota counts as none
-	}
 	ps.pidsAge++
-	pids := ps.pids
-	threads := ps.spare
-	if threads == nil {
-		threads = make(map[int]threadTimes, len(ps.threads))
-	}
-	clear(threads)
-	owner, active := a.owner, a.active // tid → pid, pid → tids
-	clear(owner)
-	clear(active)
-	for _, pid := range pids {
-		a.procs.readThreads(pid, func(tid int, tt threadTimes) {
-			threads[tid], owner[tid] = tt, pid
-		})
-	}
-	// The pod's processes with the threads that ran or waited this period:
-	// a thread policy divides a process's weight among those only.
 	ps.cpu, ps.backlogged = 0, false
-	var wait time.Duration
 	// Waiting is the pod's CPU pressure stall time where the kernel keeps
 	// it (cgroup v2 with PSI: the time some thread of the pod was runnable
 	// and waiting, threads that exited meanwhile included), else the sum of
 	// its threads' waits from schedstat.
+	var wait time.Duration
 	stall, psi, _ := a.node.hier.WaitNanoseconds(ps.cgroup)
 	if psi && ps.seen && ps.stallSeen && stall >= ps.stall {
 		wait = time.Duration(float64(stall-ps.stall) * scale)
@@ -800,54 +808,116 @@ func (a *Agent) measure(ps *podState, containers []string, s *TenantStep, dt tim
 	if !ps.seen && ps.fromStart {
 		a.billed.add(ps.member, int64(usage)) // all of a new pod's CPU
 	}
-	if ps.seen {
-		if usage >= ps.usage {
-			d := time.Duration(usage - ps.usage)
-			ps.cpu = time.Duration(float64(d) * scale)
-			s.CPU += ps.cpu
-			a.billed.add(ps.member, int64(d)) // billing: the exact counter
+	if ps.seen && usage >= ps.usage {
+		d := time.Duration(usage - ps.usage)
+		ps.cpu = time.Duration(float64(d) * scale)
+		s.CPU += ps.cpu
+		a.billed.add(ps.member, int64(d)) // billing: the exact counter
+	}
+	if a.threadsSteady(ps, dt) {
+		// The threads that ran or waited, and their waits, as last read.
+		ps.threadsAge++
+		ps.threadsCurrent = false
+		if !psi {
+			wait += time.Duration(ps.waitRate * float64(dt))
 		}
-		for tid, now := range threads {
-			before, ok := ps.threads[tid]
-			if !ok {
-				before = threadTimes{} // a new thread: all of its time is in this period
+	} else {
+		if a.node.threads != "" || len(ps.pids) == 0 || ps.pidsAge >= procsRefreshPeriods {
+			ps.pids = ps.pids[:0]
+			for _, c := range containers {
+				ps.pids, _ = a.node.hier.AppendProcs(ps.pids, c)
 			}
-			if now.run < before.run || now.wait < before.wait {
-				continue
-			}
-			dRun, dWait := now.run-before.run, now.wait-before.wait
-			if !psi {
-				wait += time.Duration(float64(dWait) * scale)
-			}
-			if dRun+dWait > 0 {
-				s.Threads++
-				active[owner[tid]] = append(active[owner[tid]], tid)
-			}
+			ps.cpuLimit, _ = a.node.hier.CPULimit(ps.cgroup) // an unreadable quota counts as none
+			ps.pidsAge = 0
+		}
+		threadWait := a.readThreads(ps, readAt, dt)
+		if !psi {
+			wait += threadWait
 		}
 	}
-	ps.processes = ps.processes[:0]
-	for _, pid := range pids {
-		if tids := active[pid]; len(tids) > 0 {
-			sort.Ints(tids)
-			ps.processes = append(ps.processes, enforce.Process{PID: pid, Threads: tids})
-		}
-	}
+	s.Threads += ps.running
 	s.Wait += wait
 	ps.backlogged = fairness.Backlogged(wait, dt)
 	// The most of the node it would have used: its CPU and waiting, at
 	// most a CPU per thread that ran or waited.
 	ps.limit = 1
 	if ps.seen && dt > 0 {
-		running := 0
-		for _, tids := range active {
-			running += len(tids)
-		}
-		ps.limit = min(1, float64(running)/float64(a.cfg.CPUs), (ps.cpu+wait).Seconds()/(float64(a.cfg.CPUs)*dt.Seconds()))
+		ps.limit = min(1, float64(ps.running)/float64(a.cfg.CPUs), (ps.cpu+wait).Seconds()/(float64(a.cfg.CPUs)*dt.Seconds()))
 	}
 	if ps.cpuLimit > 0 {
 		ps.limit = min(ps.limit, ps.cpuLimit/float64(a.cfg.CPUs))
 	}
-	ps.usage, ps.threads, ps.spare, ps.seen = usage, threads, ps.threads, true
+	ps.usage, ps.seen = usage, true
+}
+
+// threadsSteady tells whether the pod's thread figures of the last read
+// may stand for this period (threadsRefreshPeriods): pod weights only, read
+// within that many periods, and the pod's CPU near what it was then.
+func (a *Agent) threadsSteady(ps *podState, dt time.Duration) bool {
+	if a.node.threads != "" || !ps.seen || ps.threadsAge+1 >= threadsRefreshPeriods {
+		return false
+	}
+	moved := ps.cpu - ps.threadsCPU
+	return max(moved, -moved) <= max(ps.threadsCPU/8, dt/100)
+}
+
+// readThreads reads the pod's threads' scheduler times, keeps the
+// processes with the threads that ran or waited since the last read (a
+// thread policy divides a process's weight among those only), and returns
+// their waits over that time, scaled to the period dt.
+func (a *Agent) readThreads(ps *podState, readAt time.Time, dt time.Duration) time.Duration {
+	threads := ps.spare
+	if threads == nil {
+		threads = make(map[int]threadTimes, len(ps.threads))
+	}
+	clear(threads)
+	owner, active := a.owner, a.active // tid → pid, pid → tids
+	clear(owner)
+	clear(active)
+	for _, pid := range ps.pids {
+		a.procs.readThreads(pid, func(tid int, tt threadTimes) {
+			threads[tid], owner[tid] = tt, pid
+		})
+	}
+	// The threads' counters cover the time since their last read, which
+	// may be several periods (or fewer, in a step an API change brought).
+	scale := 1.0
+	if ps.seen && readAt.After(ps.threadsReadAt) && dt > 0 {
+		scale = min(4, max(0.25/threadsRefreshPeriods, float64(dt)/float64(readAt.Sub(ps.threadsReadAt))))
+	}
+	var wait time.Duration
+	ps.running = 0
+	if ps.seen {
+		for tid, now := range threads {
+			before, ok := ps.threads[tid]
+			if !ok {
+				before = threadTimes{} // a new thread: all of its time is since the last read
+			}
+			if now.run < before.run || now.wait < before.wait {
+				continue
+			}
+			dRun, dWait := now.run-before.run, now.wait-before.wait
+			wait += time.Duration(float64(dWait) * scale)
+			if dRun+dWait > 0 {
+				ps.running++
+				active[owner[tid]] = append(active[owner[tid]], tid)
+			}
+		}
+	}
+	ps.processes = ps.processes[:0]
+	for _, pid := range ps.pids {
+		if tids := active[pid]; len(tids) > 0 {
+			sort.Ints(tids)
+			ps.processes = append(ps.processes, enforce.Process{PID: pid, Threads: tids})
+		}
+	}
+	ps.threads, ps.spare = threads, ps.threads
+	ps.threadsReadAt, ps.threadsCPU, ps.threadsAge, ps.threadsCurrent = readAt, ps.cpu, 0, true
+	ps.waitRate = 0
+	if dt > 0 {
+		ps.waitRate = float64(wait) / float64(dt)
+	}
+	return wait
 }
 
 // RestoreAll puts kubelet's values back on every pod kubefair changed
