@@ -169,9 +169,8 @@ const discoveryRefreshPeriods = 10
 // sorts a pid list for it, reached by a path walk each time). A new
 // process's threads are therefore counted from the pod's first thread read
 // after this many periods (its CPU time counts at once through the pod's
-// cgroup). With a thread backend the list is read every
-// period: a thread weight must never land on a process that took over a
-// recycled pid.
+// cgroup). With a thread backend the list is read every period: a thread
+// weight must never land on a process that took over a recycled pid.
 const procsRefreshPeriods = 5
 
 // threadsRefreshPeriods is how many busy periods a pod's thread figures
@@ -776,8 +775,8 @@ func (a *Agent) measure(ps *podState, containers []string, s *TenantStep, dt tim
 	// a step that is itself slow (an agent short of CPU) does not skew them.
 	readAt := time.Now()
 	scale := 1.0
-	if ps.seen && readAt.After(ps.readAt) && dt > 0 {
-		scale = min(4, max(0.25, float64(dt)/float64(readAt.Sub(ps.readAt))))
+	if ps.seen {
+		scale = toPeriod(dt, readAt.Sub(ps.readAt), 0.25)
 	}
 	ps.readAt = readAt
 	if ps.seen && usage == ps.usage {
@@ -850,6 +849,15 @@ func (a *Agent) measure(ps *podState, containers []string, s *TenantStep, dt tim
 	ps.usage, ps.seen = usage, true
 }
 
+// toPeriod scales counters read over the interval since to the period
+// dt, within [floor, 4]; 1 when either is not positive.
+func toPeriod(dt, since time.Duration, floor float64) float64 {
+	if dt <= 0 || since <= 0 {
+		return 1
+	}
+	return min(4, max(floor, float64(dt)/float64(since)))
+}
+
 // threadsSteady tells whether the pod's thread figures of the last read
 // may stand for this period (threadsRefreshPeriods): pod weights only, read
 // within that many periods, and the pod's CPU near what it was then.
@@ -882,8 +890,8 @@ func (a *Agent) readThreads(ps *podState, readAt time.Time, dt time.Duration) ti
 	// The threads' counters cover the time since their last read, which
 	// may be several periods (or fewer, in a step an API change brought).
 	scale := 1.0
-	if ps.seen && readAt.After(ps.threadsReadAt) && dt > 0 {
-		scale = min(4, max(0.25/threadsRefreshPeriods, float64(dt)/float64(readAt.Sub(ps.threadsReadAt))))
+	if ps.seen {
+		scale = toPeriod(dt, readAt.Sub(ps.threadsReadAt), 0.25/threadsRefreshPeriods)
 	}
 	var wait time.Duration
 	ps.running = 0
