@@ -98,8 +98,7 @@ const LimitedMargin = 0.005
 //     capped by its limits is an infeasible principal, the rest going to
 //     the others);
 //  2. the tenants' closed loop corrects each entitled share by what it
-//     achieved (Loop, Correction) — learning only while the node has no
-//     CPU to spare;
+//     achieved (Loop, Correction);
 //  3. each tenant's part of the node's weight is its corrected share — or
 //     its plain weight share while it has no demand or the node has CPU to
 //     spare, so that it gets its due at once when contention begins,
@@ -129,22 +128,18 @@ func Allocate(s Snapshot, c Correction, loops *Loops) Allocation {
 		}
 	}
 
+	in := make([]LoopInput, n)
+	for i, t := range s.Tenants {
+		in[i] = LoopInput{Name: t.Name, Entitled: entitled[i], CPU: t.CPU, Backlogged: t.Backlogged}
+	}
+	mult := loops.Tenants.Step(c, in, s.Window, s.Period)
+
 	var weightSum, demandSum float64
 	for i, t := range s.Tenants {
 		weightSum += t.Weight
 		demandSum += principals[i].Demand
 	}
 	out.Spare = demandSum < s.Left
-
-	// With CPU to spare nobody is held back, whatever a tenant waited
-	// (threads that woke together queue briefly): the loops hold what
-	// they learnt rather than chase that noise, which would move every
-	// pod's weight each period to no effect.
-	in := make([]LoopInput, n)
-	for i, t := range s.Tenants {
-		in[i] = LoopInput{Name: t.Name, Entitled: entitled[i], CPU: t.CPU, Backlogged: t.Backlogged && !out.Spare}
-	}
-	mult := loops.Tenants.Step(c, in, s.Window, s.Period)
 	group := make([]float64, n)
 	var groupSum float64
 	for i, t := range s.Tenants {
@@ -168,7 +163,7 @@ func Allocate(s Snapshot, c Correction, loops *Loops) Allocation {
 		if groupSum > 0 {
 			part = group[i] / groupSum
 		}
-		a.PodParts = splitTenant(part, t, c, s, out.Spare, loops)
+		a.PodParts = splitTenant(part, t, c, s, loops)
 	}
 	for name := range loops.Workloads {
 		if !present[name] {
@@ -182,7 +177,7 @@ func Allocate(s Snapshot, c Correction, loops *Loops) Allocation {
 // workloads by their weights (docs/design.md §Fairness model, level 2),
 // corrected by the tenant's workload loop when it declares workloads, and
 // each workload's part equally over its pods.
-func splitTenant(part float64, t TenantSnapshot, c Correction, s Snapshot, spare bool, loops *Loops) []float64 {
+func splitTenant(part float64, t TenantSnapshot, c Correction, s Snapshot, loops *Loops) []float64 {
 	mult := make([]float64, len(t.Workloads))
 	if t.Declared {
 		wl := loops.Workloads[t.Name]
@@ -192,7 +187,7 @@ func splitTenant(part float64, t TenantSnapshot, c Correction, s Snapshot, spare
 		}
 		in := make([]LoopInput, len(t.Workloads))
 		for k, w := range t.Workloads {
-			in[k] = LoopInput{Name: w.Name, Entitled: w.Weight, CPU: w.CPU, Backlogged: w.Backlogged && !spare}
+			in[k] = LoopInput{Name: w.Name, Entitled: w.Weight, CPU: w.CPU, Backlogged: w.Backlogged}
 		}
 		mult = wl.Step(c, in, s.Window, s.Period)
 	} else {

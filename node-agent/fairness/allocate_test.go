@@ -165,35 +165,3 @@ func TestAllocateForgetsLeavers(t *testing.T) {
 		t.Fatalf("loops of a tenant that left are kept: %+v", loops)
 	}
 }
-
-// TestAllocateLoopsHoldWithCPUToSpare: threads that queued briefly on a
-// node with CPU to spare do not move the loops (nobody was held back), so
-// the weights do not follow that noise; the same figures on a busy node do.
-func TestAllocateLoopsHoldWithCPUToSpare(t *testing.T) {
-	snap := func(demand float64) Snapshot {
-		tenant := func(name string, weight float64, cpu time.Duration) TenantSnapshot {
-			return TenantSnapshot{Name: name, Weight: weight, Threads: 4, Demand: demand, CPU: cpu, Backlogged: true, Declared: true,
-				Workloads: []WorkloadSnapshot{
-					{Name: "large", Weight: 300, Pods: 1, CPU: cpu / 2, Backlogged: true},
-					{Name: "small", Weight: 100, Pods: 1, CPU: cpu / 2, Backlogged: true}}}
-		}
-		return Snapshot{CPUs: 2, Left: 1, Window: time.Second, Period: time.Second,
-			Tenants: []TenantSnapshot{tenant("a", 100, 100*time.Millisecond), tenant("b", 300, 50*time.Millisecond)}}
-	}
-	for _, tc := range []struct {
-		demand float64
-		moves  bool
-	}{{0.1, false}, {1, true}} {
-		loops := &Loops{}
-		first := Allocate(snap(tc.demand), DefaultCorrection, loops)
-		second := Allocate(snap(tc.demand), DefaultCorrection, loops)
-		moved := second.Tenants[1].Multiplier != 1 && loops.Workloads["a"].Mult["large"] != 1
-		if moved != tc.moves || first.Spare == tc.moves {
-			t.Errorf("demand %.1f each (spare: %v): loops moved = %v (multiplier of b %.3f, workload large of a %.3f), want %v",
-				tc.demand, first.Spare, moved, second.Tenants[1].Multiplier, loops.Workloads["a"].Mult["large"], tc.moves)
-		}
-		if !tc.moves && (second.Tenants[0].PodParts[0] != first.Tenants[0].PodParts[0]) {
-			t.Errorf("with CPU to spare the pods' parts moved: %v then %v", first.Tenants[0].PodParts, second.Tenants[0].PodParts)
-		}
-	}
-}
