@@ -53,6 +53,9 @@ func TestSystemdNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("guest node %s Ready %.0f s after boot", g.Name(), time.Since(start).Seconds())
+	if err := c.FollowPodLogs(ctx, namespace, g.Name()); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			logCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -243,6 +246,7 @@ func TestSystemdNode(t *testing.T) {
 
 	t.Run("helm uninstall", func(t *testing.T) {
 		w := w.with(t)
+		stopping := n.watchAgentStop()
 		if _, err := w.tools.HelmRun(w.ctx, "uninstall", scenario.Release, "--namespace", namespace, "--wait", "--timeout", "3m"); err != nil {
 			t.Fatal(err)
 		}
@@ -255,6 +259,9 @@ func TestSystemdNode(t *testing.T) {
 			}
 			return len(list.Items) == 0, fmt.Sprintf("%d kubefair pods left", len(list.Items))
 		})
+		if took, states := stopping(); t.Failed() || took > 10*time.Second {
+			t.Logf("the guest's agent took %s to stop; its threads meanwhile (state, wait channel; the pod's cpu.weight):\n%s", took, states)
+		}
 		// Every value kubelet, systemd and runc had written is back. The
 		// batch pod resized above has kubelet's and runc's new values for
 		// 100m.
@@ -282,6 +289,42 @@ func TestSystemdNode(t *testing.T) {
 		}
 		n.checkNodeDeleted()
 	})
+}
+
+// agentStopSampler prints, every 2 s while a kubefair-agent process runs
+// in the guest, how long it has been stopping, its threads' states and
+// wait channels, and its pod's cpu.weight: what an agent that outlives its
+// grace period was doing (starved of CPU, or waiting in the kernel).
+const agentStopSampler = `t0=$(date +%s)
+while :; do
+  pid=; for d in /proc/[0-9]*; do [ "$(cat $d/comm 2>/dev/null)" = kubefair-agent ] && pid=${d#/proc/}; done
+  [ -n "$pid" ] || break
+  cg=$(cut -d: -f3 /proc/$pid/cgroup 2>/dev/null)
+  echo "$(( $(date +%s) - t0 )) s: pid $pid, pod cpu.weight $(cat /sys/fs/cgroup${cg%/*}/cpu.weight 2>/dev/null)"
+  for t in /proc/$pid/task/*; do echo "  $(cut -d' ' -f3 $t/stat 2>/dev/null) $(cat $t/wchan 2>/dev/null)"; done | sort | uniq -c
+  sleep 2
+done
+echo "$(( $(date +%s) - t0 )) s: no kubefair-agent left"`
+
+// watchAgentStop samples the guest's agent until it is gone (a minute and
+// a half at most); the function it returns waits for that and tells how
+// long it took, with the samples.
+func (n *guestWorld) watchAgentStop() func() (time.Duration, string) {
+	start := time.Now()
+	done := make(chan string, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(n.ctx, 90*time.Second)
+		defer cancel()
+		out, err := n.g.Run(ctx, agentStopSampler)
+		if err != nil {
+			out += err.Error()
+		}
+		done <- out
+	}()
+	return func() (time.Duration, string) {
+		out := <-done
+		return time.Since(start), out
+	}
 }
 
 // guestWorld is the world of the node suite: the guest node under test.

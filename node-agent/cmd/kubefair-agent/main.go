@@ -164,20 +164,27 @@ func run() error {
 	if err := a.Run(ctx); err != nil {
 		return err
 	}
+	// Stopping: kubelet kills the agent at the end of the pod's grace
+	// period, so the local, quick part comes first. The loop has stopped,
+	// so nothing re-applies kubefair's weights after the restore.
+	stopping := time.Now()
+	log.Info("stopping")
+	var restoreErr error
+	if *restoreOnExit {
+		if restoreErr = a.RestoreAll(); restoreErr == nil {
+			log.Info("restored kubelet's weights", "after", time.Since(stopping).Round(time.Millisecond).String())
+		}
+	}
 	// The CPU counted since the last report is billed before this run ends.
 	final, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	if err := a.FinalReport(final); err != nil {
 		log.Info("could not write the final report; the CPU since the last one is not billed", "error", err.Error())
 	}
 	cancel()
-	if !*restoreOnExit {
-		return nil
+	if restoreErr != nil {
+		return fmt.Errorf("restoring kubelet's weights on exit: %w", restoreErr)
 	}
-	// The loop has stopped, so nothing re-applies kubefair's weights after this.
-	if err := a.RestoreAll(); err != nil {
-		return fmt.Errorf("restoring kubelet's weights on exit: %w", err)
-	}
-	log.Info("stopped; restored kubelet's weights")
+	log.Info("stopped", "after", time.Since(stopping).Round(time.Millisecond).String())
 	return nil
 }
 

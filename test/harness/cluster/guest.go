@@ -259,24 +259,14 @@ func (g *GuestNode) Journal(ctx context.Context, units ...string) (string, error
 }
 
 // SaveLogs writes the journal of kubelet, containerd and the API server
-// proxy, and the logs of kubefair's pods on the guest, next to the serial
-// console log in the cluster's logs directory (a failed test keeps that
-// directory).
+// proxy next to the serial console log in the cluster's logs directory (a
+// failed test keeps that directory; FollowPodLogs keeps the pods' logs).
 func (g *GuestNode) SaveLogs(ctx context.Context) error {
 	out, err := g.Journal(ctx, "kubelet", "containerd", guestProxyUnit)
 	if out == "" && err != nil {
 		return err
 	}
-	if err := os.WriteFile(g.c.logPath("guest-"+g.name+".journal"), []byte(out), 0o644); err != nil {
-		return err
-	}
-	// kubefair's own pods, the ones still there (the containers' logs go
-	// with their pods).
-	pods, err := g.Run(ctx, "tail -n 300 /var/log/pods/kubefair-system_*/*/*.log")
-	if pods == "" && err != nil {
-		return err
-	}
-	return os.WriteFile(g.c.logPath("guest-"+g.name+".kubefair-pods"), []byte(pods), 0o644)
+	return os.WriteFile(g.c.logPath("guest-"+g.name+".journal"), []byte(out), 0o644)
 }
 
 // ImportImages builds images from this tree and imports them into the
