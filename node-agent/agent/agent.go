@@ -34,7 +34,10 @@ import (
 
 // Config is what the agent's flags set.
 type Config struct {
-	NodeName     string
+	NodeName string
+	// PodUID is the agent's own pod ("": not known), whose weight a
+	// restore puts back last (cgroup.Backend.RestoreAll).
+	PodUID       string
 	Period       time.Duration
 	ReportPeriod time.Duration
 	// CgroupRoot is where the host's cgroup filesystem is mounted;

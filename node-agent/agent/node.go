@@ -46,6 +46,7 @@ func openNode(cfg Config, log logr.Logger) (*node, error) {
 		return nil, err
 	}
 	n := &node{hier: hier, backends: []enforce.Backend{cgroups}, procRoot: cfg.ProcRoot}
+	cgroups.SetOwn(n.ownPod(cfg.PodUID, log))
 	th, err := chooseThreads(cfg.Backend, cfg.ProcRoot, cfg.CPUs, log)
 	if err != nil {
 		return nil, err
@@ -55,6 +56,24 @@ func openNode(cfg Config, log logr.Logger) (*node, error) {
 		n.threads = threads.Kind(th.Name())
 	}
 	return n, nil
+}
+
+// ownPod is the agent's own pod cgroup, found by its UID ("": unknown).
+func (n *node) ownPod(podUID string, log logr.Logger) string {
+	if podUID == "" {
+		return ""
+	}
+	pods, err := n.hier.Pods()
+	if err != nil {
+		return "" // no kubelet layout (yet): nothing of kubefair's to restore either
+	}
+	for _, p := range pods {
+		if p.UID == podUID {
+			return p.Path
+		}
+	}
+	log.Info("the agent's own pod cgroup is not in kubelet's tree: a restore leaves it for last only once found", "pod", podUID)
+	return ""
 }
 
 // discover connects the node to containerd, where the config names it.

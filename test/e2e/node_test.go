@@ -291,13 +291,16 @@ func TestSystemdNode(t *testing.T) {
 	})
 }
 
+// findAgent sets $pid to the guest's kubefair-agent process, if any.
+const findAgent = `pid=; for d in /proc/[0-9]*; do [ "$(cat $d/comm 2>/dev/null)" = kubefair-agent ] && pid=${d#/proc/}; done`
+
 // agentStopSampler prints, every 2 s while a kubefair-agent process runs
 // in the guest, how long it has been stopping, its threads' states and
 // wait channels, and its pod's cpu.weight: what an agent that outlives its
 // grace period was doing (starved of CPU, or waiting in the kernel).
 const agentStopSampler = `t0=$(date +%s)
 while :; do
-  pid=; for d in /proc/[0-9]*; do [ "$(cat $d/comm 2>/dev/null)" = kubefair-agent ] && pid=${d#/proc/}; done
+  ` + findAgent + `
   [ -n "$pid" ] || break
   cg=$(cut -d: -f3 /proc/$pid/cgroup 2>/dev/null)
   echo "$(( $(date +%s) - t0 )) s: pid $pid, pod cpu.weight $(cat /sys/fs/cgroup${cg%/*}/cpu.weight 2>/dev/null)"

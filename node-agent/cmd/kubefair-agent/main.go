@@ -43,6 +43,7 @@ func main() {
 
 func run() error {
 	nodeName := flag.String("node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME, from the downward API)")
+	podUID := flag.String("pod-uid", os.Getenv("POD_UID"), "the agent's own pod (default $POD_UID, from the downward API): its weight is restored last, so that the agent is not starved by the weights it has yet to restore")
 	cgroupRoot := flag.String("cgroup-root", "/sys/fs/cgroup", "where the host's cgroup filesystem is mounted; only <root>/…/kubepods is touched")
 	kubeletCgroupRoot := flag.String("kubelet-cgroup-root", "/", "kubelet's cgroupRoot: the cgroup that holds kubepods (with the systemd driver a slice, e.g. /kubelet.slice)")
 	cgroupDriver := flag.String("cgroup-driver", "auto", "kubelet's cgroupDriver: cgroupfs, systemd, or auto (whichever layout the node has, systemd's first)")
@@ -86,7 +87,7 @@ func run() error {
 	}
 	correction := fairness.DefaultCorrection
 	correction.Gain = *gain
-	cfg := agent.Config{NodeName: *nodeName, Period: *period, ReportPeriod: *reportPeriod,
+	cfg := agent.Config{NodeName: *nodeName, PodUID: *podUID, Period: *period, ReportPeriod: *reportPeriod,
 		CgroupRoot: *cgroupRoot, KubeletCgroupRoot: *kubeletCgroupRoot, CgroupDriver: *cgroupDriver, ProcRoot: *procRoot,
 		Backend: *backend, ContainerdAddress: *containerdAddress, ContainerdNamespace: *containerdNamespace,
 		CPUs: *cpus, Correction: correction, StateDir: *stateDir}

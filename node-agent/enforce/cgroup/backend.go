@@ -46,6 +46,8 @@ type Backend struct {
 	// burstableHealthy is the Burstable QoS weight (native units) last found
 	// or made healthy by repairBurstable.
 	burstableHealthy uint64
+	// own is the agent's own pod cgroup ("": not known), restored last.
+	own string
 	// wrote, when set (tests), is told every weight written, in order.
 	wrote func(cgroup string)
 }
@@ -343,8 +345,41 @@ func significant(have, want uint64) bool {
 	return (max(have, want)-min(have, want))*100 > have
 }
 
-// RestoreAll puts kubelet's value back on every cgroup kubefair changed.
-func (b *Backend) RestoreAll() error { return b.Restore(b.Managed()) }
+// SetOwn names the agent's own pod cgroup (path as in plans), which
+// RestoreAll leaves for last.
+func (b *Backend) SetOwn(cgroup string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.own = cgroup
+}
+
+// RestoreAll puts kubelet's value back on every cgroup kubefair changed,
+// the agent's own pod and the QoS cgroup that holds it last. Each write
+// lowers a weight kubefair scaled up, so whatever is restored early
+// weighs less against what is not yet: the agent's pod, restored before
+// its siblings, would run at kubelet's weight against theirs many times
+// heavier — on a busy node too little CPU to finish the restore within
+// its grace period (seen on the guest under TCG: killed mid-restore, half
+// the pods left at kubefair's weights).
+func (b *Backend) RestoreAll() error {
+	b.mu.Lock()
+	own := b.own
+	b.mu.Unlock()
+	last := func(cg string) int {
+		switch {
+		case own == "":
+			return 0
+		case cg == own:
+			return 2
+		case cg == path.Dir(own):
+			return 1
+		}
+		return 0
+	}
+	pods := b.Managed()
+	slices.SortStableFunc(pods, func(x, y enforce.Pod) int { return last(x.Cgroup) - last(y.Cgroup) })
+	return b.Restore(pods)
+}
 
 // Restore puts kubelet's value back for each pod and forgets it. A pod whose
 // cgroup is gone is simply forgotten.
@@ -368,6 +403,9 @@ func (b *Backend) restore(cgroup string, errs *[]error) (changed bool) {
 	if err := b.h.WriteWeight(cgroup, orig); err != nil && !errors.Is(err, os.ErrNotExist) {
 		*errs = append(*errs, fmt.Errorf("restoring %s: %w", cgroup, err))
 		return false
+	}
+	if b.wrote != nil {
+		b.wrote(cgroup)
 	}
 	return b.forget(cgroup)
 }

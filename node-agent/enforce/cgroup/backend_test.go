@@ -272,3 +272,41 @@ func TestRepairBurstable(t *testing.T) {
 		}
 	})
 }
+
+// TestRestoreAllLeavesOwnPodLast: the agent's own pod, and then the QoS
+// cgroup that holds it, are restored after every other cgroup (restored
+// earlier, the agent would weigh kubelet's value against siblings still
+// scaled up many times).
+func TestRestoreAllLeavesOwnPodLast(t *testing.T) {
+	cgroupfstest.ForEach(t, func(t *testing.T, s cgroupfstest.Setup) {
+		root, h := cgroupfstest.Tree(t, s)
+		a, b, c, d := s.Cgroup(cgroupfstest.PodA), s.Cgroup(cgroupfstest.PodB), s.Cgroup(cgroupfstest.PodC), s.Cgroup(cgroupfstest.PodD)
+		own := path.Dir(a) + "/" + path.Base(s.Cgroup(cgroupfstest.Pod{UID: "f-6", QoS: "burstable"}))
+		cgroupfstest.AddPod(t, root, s, own)
+		backend, err := NewBackend(h, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := backend.Apply(enforce.Plan{Rescale: true, Pods: []enforce.Pod{
+			{Cgroup: a, Weight: 1.6, Limit: 1}, {Cgroup: b, Weight: 0.4, Limit: 1},
+			{Cgroup: c, Weight: 1, Limit: 1}, {Cgroup: d, Weight: 1, Limit: 1}}, Others: []string{own}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, held := backend.Held()[own]; !held {
+			t.Fatalf("the agent's pod was not weighed (held: %v): nothing to test", backend.Held())
+		}
+		backend.SetOwn(own)
+		var order []string
+		backend.wrote = func(cg string) { order = append(order, cg) }
+		if err := backend.RestoreAll(); err != nil {
+			t.Fatal(err)
+		}
+		n := len(order)
+		if n < 4 || order[n-1] != own || order[n-2] != path.Dir(own) {
+			t.Errorf("restored in the order %v, want the agent's pod %s last and its QoS cgroup before it", order, own)
+		}
+		if held := backend.Held(); len(held) != 0 {
+			t.Errorf("after RestoreAll kubefair still holds %v", held)
+		}
+	})
+}
