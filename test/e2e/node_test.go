@@ -140,18 +140,20 @@ func TestSystemdNode(t *testing.T) {
 			d := w.report().DriftCorrections
 			return d >= drift+int64(len(weighted)), fmt.Sprintf("driftCorrections %d, was %d (%d pods)", d, drift, len(weighted))
 		})
-		// The closed loop moves weights every period, and under TCG the
-		// agent's pass over the pods takes much of a period: a read of the
-		// weights and of its state file (saved after the pass) can straddle
-		// its writes. Back means far from kubelet's value and within a
-		// period's move (a few percent) of what the agent last recorded —
-		// once the loop has settled: the periods right after the reload
-		// correct for a window measured at kubelet's weights, by a quarter or
-		// more (one CI-like run read 62 where the state file, a pass older,
-		// had 49).
+		// Back means far from kubelet's value and what the agent last
+		// recorded (within 10 %). The closed loop moves weights every
+		// period — right after the reload by a quarter or more, correcting
+		// for a window measured at kubelet's weights — and under TCG the
+		// agent's pass over the pods takes much of a period, so a read of
+		// the weights can straddle a pass (one CI run read 75 where the
+		// state file, a pass older, had 65, for 30 s of reads): only reads
+		// between two of its saves count.
 		kubelet := fairness.CgroupV2WeightFromShares(51)
 		w.eventually(30*time.Second, "kubefair's weights back on every pod", func() (bool, string) {
-			now, written := n.podWeightsAndWritten(t)
+			now, written, steady := n.podWeightsAndWritten(t)
+			if !steady {
+				return false, "the agent saved its state during the read"
+			}
 			for cg := range weighted {
 				if got, want := now[cg], written[cg]; got < 10*kubelet || !near(got, want, 0.10) {
 					return false, fmt.Sprintf("%s holds %d, the agent last wrote %d (kubelet's is %d)", cg, got, want, kubelet)
@@ -458,15 +460,22 @@ func (n *guestWorld) podWeights() map[string]uint64 { return n.readUints(n.podSl
 
 // podWeightsAndWritten are the pod slices' weights and the weights the
 // agent's cgroup backend last wrote (its state file), by cgroup directory,
-// read in one go: the closed loop rewrites weights every period.
-func (n *guestWorld) podWeightsAndWritten(t *testing.T) (now, written map[string]uint64) {
+// read in one go: the closed loop rewrites weights every period. The state
+// file is read before and after the weights; steady is false when the
+// agent saved it in between (a pass of its straddled the read).
+func (n *guestWorld) podWeightsAndWritten(t *testing.T) (now, written map[string]uint64, steady bool) {
 	t.Helper()
-	out, err := n.g.Run(n.ctx, "cat "+path.Join(scenario.AgentStateDir(n.c), "cgroup-weights.json")+
-		"; echo; for d in "+strings.Join(n.podSlices(), " ")+"; do [ -f $d/cpu.weight ] && echo $d $(cat $d/cpu.weight); done")
+	readState := "cat " + path.Join(scenario.AgentStateDir(n.c), "cgroup-weights.json")
+	out, err := n.g.Run(n.ctx, readState+"; echo; for d in "+strings.Join(n.podSlices(), " ")+
+		"; do [ -f $d/cpu.weight ] && echo $d $(cat $d/cpu.weight); done; "+readState)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stateJSON, pairs, _ := strings.Cut(out, "\n")
+	stateJSON, rest, _ := strings.Cut(out, "\n")
+	rest = strings.TrimRight(rest, "\n")
+	cut := strings.LastIndex(rest, "\n")
+	pairs, after := rest[:cut+1], rest[cut+1:]
+	steady = after == stateJSON
 	var state struct {
 		Written map[string]uint64 `json:"written"`
 	}
@@ -477,7 +486,7 @@ func (n *guestWorld) podWeightsAndWritten(t *testing.T) (now, written map[string
 	for cg, w := range state.Written {
 		written[path.Join("/sys/fs/cgroup", cg)] = w
 	}
-	return parsePairs(t, pairs), written
+	return parsePairs(t, pairs), written, steady
 }
 
 // readUints reads a one-number file in each directory; a directory that
