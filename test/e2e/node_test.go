@@ -140,23 +140,24 @@ func TestSystemdNode(t *testing.T) {
 			d := w.report().DriftCorrections
 			return d >= drift+int64(len(weighted)), fmt.Sprintf("driftCorrections %d, was %d (%d pods)", d, drift, len(weighted))
 		})
-		// Back means far from kubelet's value and what the agent last
-		// recorded (within 10 %). The closed loop moves weights every
-		// period — right after the reload by a quarter or more, correcting
-		// for a window measured at kubelet's weights — and under TCG the
-		// agent's pass over the pods takes much of a period, so a read of
-		// the weights can straddle a pass (one CI run read 75 where the
-		// state file, a pass older, had 65, for 30 s of reads): only reads
-		// between two of its saves count.
+		// Back means far from kubelet's value and what the agent recorded
+		// writing (within 10 %). The closed loop moves weights every 1-s
+		// period, and under TCG a pass over the pods takes much of it, so
+		// a weight read mid-pass is either in the state the agent saved
+		// last or in the one it saves next: the read samples the agent's
+		// state file between its reads of the weights and until the next
+		// save (states of no more than a few seconds, all the agent's).
 		kubelet := fairness.CgroupV2WeightFromShares(51)
 		w.eventually(30*time.Second, "kubefair's weights back on every pod", func() (bool, string) {
-			now, written, steady := n.podWeightsAndWritten(t)
-			if !steady {
-				return false, "the agent saved its state during the read"
-			}
+			now, saved := n.podWeightsAndSaved(t)
 			for cg := range weighted {
-				if got, want := now[cg], written[cg]; got < 10*kubelet || !near(got, want, 0.10) {
-					return false, fmt.Sprintf("%s holds %d, the agent last wrote %d (kubelet's is %d)", cg, got, want, kubelet)
+				got := now[cg]
+				var recorded []uint64
+				for _, s := range saved {
+					recorded = append(recorded, s[cg])
+				}
+				if got < 10*kubelet || !slices.ContainsFunc(recorded, func(v uint64) bool { return near(got, v, 0.10) }) {
+					return false, fmt.Sprintf("%s holds %d, the agent recorded %v around the read (kubelet's is %d)", cg, got, recorded, kubelet)
 				}
 			}
 			return true, ""
@@ -458,35 +459,44 @@ func (n *guestWorld) podSlices() []string {
 // podWeights are the pod slices' weights alone.
 func (n *guestWorld) podWeights() map[string]uint64 { return n.readUints(n.podSlices(), "cpu.weight") }
 
-// podWeightsAndWritten are the pod slices' weights and the weights the
-// agent's cgroup backend last wrote (its state file), by cgroup directory,
-// read in one go: the closed loop rewrites weights every period. The state
-// file is read before and after the weights; steady is false when the
-// agent saved it in between (a pass of its straddled the read).
-func (n *guestWorld) podWeightsAndWritten(t *testing.T) (now, written map[string]uint64, steady bool) {
+// podWeightsAndSaved are the pod slices' weights, by cgroup directory,
+// and the weights the agent's cgroup backend recorded around the read: its
+// state file, read before each weight, after the last, and again until it
+// changes (the save that ends a pass in progress) or 3 s have passed.
+func (n *guestWorld) podWeightsAndSaved(t *testing.T) (now map[string]uint64, saved []map[string]uint64) {
 	t.Helper()
-	readState := "cat " + path.Join(scenario.AgentStateDir(n.c), "cgroup-weights.json")
-	out, err := n.g.Run(n.ctx, readState+"; echo; for d in "+strings.Join(n.podSlices(), " ")+
-		"; do [ -f $d/cpu.weight ] && echo $d $(cat $d/cpu.weight); done; "+readState)
+	state := path.Join(scenario.AgentStateDir(n.c), "cgroup-weights.json")
+	out, err := n.g.Run(n.ctx, "st="+state+"; for d in "+strings.Join(n.podSlices(), " ")+
+		`; do cat $st; echo; [ -f $d/cpu.weight ] && echo $d $(cat $d/cpu.weight); done
+s=$(cat $st); echo "$s"
+for i in $(seq 30); do sleep 0.1; n=$(cat $st); [ "$n" != "$s" ] && { echo "$n"; break; }; done`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stateJSON, rest, _ := strings.Cut(out, "\n")
-	rest = strings.TrimRight(rest, "\n")
-	cut := strings.LastIndex(rest, "\n")
-	pairs, after := rest[:cut+1], rest[cut+1:]
-	steady = after == stateJSON
-	var state struct {
-		Written map[string]uint64 `json:"written"`
+	var pairs strings.Builder
+	seen := map[string]bool{}
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(line, "{") {
+			pairs.WriteString(line + "\n")
+			continue
+		}
+		if seen[line] {
+			continue
+		}
+		seen[line] = true
+		var st struct {
+			Written map[string]uint64 `json:"written"`
+		}
+		if err := json.Unmarshal([]byte(line), &st); err != nil {
+			t.Fatalf("the agent's cgroup state: %v", err)
+		}
+		written := map[string]uint64{}
+		for cg, w := range st.Written {
+			written[path.Join("/sys/fs/cgroup", cg)] = w
+		}
+		saved = append(saved, written)
 	}
-	if err := json.Unmarshal([]byte(stateJSON), &state); err != nil {
-		t.Fatalf("the agent's cgroup state: %v", err)
-	}
-	written = map[string]uint64{}
-	for cg, w := range state.Written {
-		written[path.Join("/sys/fs/cgroup", cg)] = w
-	}
-	return parsePairs(t, pairs), written, steady
+	return parsePairs(t, pairs.String()), saved
 }
 
 // readUints reads a one-number file in each directory; a directory that
