@@ -136,7 +136,7 @@ func (r *TenantReconciler) reconcileStatus(ctx context.Context, tenant *kubefair
 
 	status := *tenant.Status.DeepCopy()
 	status.ObservedGeneration = tenant.Generation
-	status.EffectiveWeight = resolvedTier.weight
+	status.EffectiveWeight, status.LatencyClass = resolvedTier.weight, resolvedTier.latency
 	status.Namespaces = ns.owned
 	status.EntitledShare, status.AchievedShare, status.ReportingNodes = usage.entitled, usage.achieved, usage.reportingNodes
 	status.Period, status.Bill, status.CPUSeconds, status.Cost, status.Currency = billed.period, billed.bill, billed.cpuSeconds, billed.cost, resolvedTier.currency

@@ -30,12 +30,14 @@ type tierResult struct {
 	weight      int32
 	priceMicros int64 // -1 when the price is unknown (tier missing)
 	currency    string
+	latency     kubefairv1.LatencyClass
 	condition   metav1.Condition
 }
 
 // resolveTier finds the weight and price in force. tier is nil when
 // spec.tier names a tier that does not exist; the last effective weight is
-// kept then, so agents go on enforcing what they knew.
+// kept then, with its latency class, so agents go on enforcing what they
+// knew.
 func resolveTier(t *kubefairv1.Tenant, tier *kubefairv1.PricingTier) tierResult {
 	if t.Spec.Weight != nil {
 		return tierResult{weight: *t.Spec.Weight, priceMicros: 0, condition: metav1.Condition{
@@ -43,19 +45,22 @@ func resolveTier(t *kubefairv1.Tenant, tier *kubefairv1.PricingTier) tierResult 
 			Message: fmt.Sprintf("spec.weight %d is used; the tenant is not priced", *t.Spec.Weight)}}
 	}
 	if tier == nil {
-		return tierResult{weight: t.Status.EffectiveWeight, priceMicros: -1, currency: t.Status.Currency, condition: metav1.Condition{
+		return tierResult{weight: t.Status.EffectiveWeight, priceMicros: -1, currency: t.Status.Currency, latency: t.Status.LatencyClass, condition: metav1.Condition{
 			Type: kubefairv1.ConditionTierResolved, Status: metav1.ConditionFalse, Reason: kubefairv1.ReasonTierNotFound,
 			Message: fmt.Sprintf("PricingTier %q does not exist; keeping the last weight (%d); its CPU is held, and billed at the tier's price when it exists again", t.Spec.Tier, t.Status.EffectiveWeight)}}
 	}
 	price, err := cost.ParsePrice(tier.Spec.PricePerCPUHour)
 	if err != nil { // the CRD refuses such prices; this guards older objects
-		return tierResult{weight: tier.Spec.Weight, priceMicros: -1, currency: tier.Spec.Currency, condition: metav1.Condition{
+		return tierResult{weight: tier.Spec.Weight, priceMicros: -1, currency: tier.Spec.Currency, latency: tier.Spec.LatencyClass, condition: metav1.Condition{
 			Type: kubefairv1.ConditionTierResolved, Status: metav1.ConditionFalse, Reason: kubefairv1.ReasonTierNotFound,
 			Message: fmt.Sprintf("PricingTier %q has an unusable price: %v", tier.Name, err)}}
 	}
-	return tierResult{weight: tier.Spec.Weight, priceMicros: price, currency: tier.Spec.Currency, condition: metav1.Condition{
-		Type: kubefairv1.ConditionTierResolved, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonTierFound,
-		Message: fmt.Sprintf("PricingTier %q: weight %d at %s %s per CPU-hour", tier.Name, tier.Spec.Weight, tier.Spec.PricePerCPUHour, tier.Spec.Currency)}}
+	msg := fmt.Sprintf("PricingTier %q: weight %d at %s %s per CPU-hour", tier.Name, tier.Spec.Weight, tier.Spec.PricePerCPUHour, tier.Spec.Currency)
+	if c := tier.Spec.LatencyClass; c != "" {
+		msg += fmt.Sprintf(", latency class %s", c)
+	}
+	return tierResult{weight: tier.Spec.Weight, priceMicros: price, currency: tier.Spec.Currency, latency: tier.Spec.LatencyClass, condition: metav1.Condition{
+		Type: kubefairv1.ConditionTierResolved, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonTierFound, Message: msg}}
 }
 
 // claimedNamespaces is every existing namespace a tenant names or selects.

@@ -89,18 +89,18 @@ func namesOf(nss map[string]bool) []string {
 	return out
 }
 
-// TestResolveTierTable: spec.weight wins and is unpriced; a found tier
-// gives its weight, price and currency; a missing tier keeps the last
-// weight and currency with the price unknown; an unreadable price is
-// unknown too.
+// TestResolveTierTable: spec.weight wins, unpriced and with no latency
+// class; a found tier gives its weight, price, currency and latency class;
+// a missing tier keeps the last weight, currency and class with the price
+// unknown; an unreadable price is unknown too.
 func TestResolveTierTable(t *testing.T) {
 	gold := &kubefairv1.PricingTier{ObjectMeta: metav1.ObjectMeta{Name: "gold"},
-		Spec: kubefairv1.PricingTierSpec{Weight: 3, PricePerCPUHour: "0.045", Currency: "EUR"}}
+		Spec: kubefairv1.PricingTierSpec{Weight: 3, PricePerCPUHour: "0.045", Currency: "EUR", LatencyClass: kubefairv1.LatencyClassInteractive}}
 	broken := gold.DeepCopy()
 	broken.Spec.PricePerCPUHour = "4.5e-2"
 	onTier := func(weight int32, currency string) *kubefairv1.Tenant {
 		return &kubefairv1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "shop"}, Spec: kubefairv1.TenantSpec{Tier: "gold"},
-			Status: kubefairv1.TenantStatus{EffectiveWeight: weight, Currency: currency}}
+			Status: kubefairv1.TenantStatus{EffectiveWeight: weight, Currency: currency, LatencyClass: kubefairv1.LatencyClassBatch}}
 	}
 	for _, tc := range []struct {
 		name         string
@@ -109,30 +109,31 @@ func TestResolveTierTable(t *testing.T) {
 		weight       int32
 		priceMicros  int64
 		currency     string
+		latency      kubefairv1.LatencyClass
 		status       metav1.ConditionStatus
 		reason       string
 		messageStart string
 	}{
 		{name: "spec.weight is used and unpriced, whatever the tier", tenant: &kubefairv1.Tenant{Spec: kubefairv1.TenantSpec{Weight: ptr.To[int32](7)}},
-			tier: gold, weight: 7, priceMicros: 0, currency: "", status: metav1.ConditionTrue, reason: kubefairv1.ReasonDirectWeight,
+			tier: gold, weight: 7, priceMicros: 0, currency: "", latency: "", status: metav1.ConditionTrue, reason: kubefairv1.ReasonDirectWeight,
 			messageStart: "spec.weight 7 is used; the tenant is not priced"},
 		{name: "the tier's weight, price and currency", tenant: onTier(9, "USD"), tier: gold,
-			weight: 3, priceMicros: 45000, currency: "EUR", status: metav1.ConditionTrue, reason: kubefairv1.ReasonTierFound,
-			messageStart: `PricingTier "gold": weight 3 at 0.045 EUR per CPU-hour`},
+			weight: 3, priceMicros: 45000, currency: "EUR", latency: "interactive", status: metav1.ConditionTrue, reason: kubefairv1.ReasonTierFound,
+			messageStart: `PricingTier "gold": weight 3 at 0.045 EUR per CPU-hour, latency class interactive`},
 		{name: "a missing tier keeps the last weight and currency", tenant: onTier(5, "EUR"), tier: nil,
-			weight: 5, priceMicros: -1, currency: "EUR", status: metav1.ConditionFalse, reason: kubefairv1.ReasonTierNotFound,
+			weight: 5, priceMicros: -1, currency: "EUR", latency: "batch", status: metav1.ConditionFalse, reason: kubefairv1.ReasonTierNotFound,
 			messageStart: `PricingTier "gold" does not exist; keeping the last weight (5)`},
 		{name: "a tier missing from the start leaves weight 0 (agents skip it)", tenant: onTier(0, ""), tier: nil,
-			weight: 0, priceMicros: -1, currency: "", status: metav1.ConditionFalse, reason: kubefairv1.ReasonTierNotFound,
+			weight: 0, priceMicros: -1, currency: "", latency: "batch", status: metav1.ConditionFalse, reason: kubefairv1.ReasonTierNotFound,
 			messageStart: `PricingTier "gold" does not exist; keeping the last weight (0)`},
 		{name: "an unreadable price is unknown, the tier's weight holds", tenant: onTier(5, "USD"), tier: broken,
-			weight: 3, priceMicros: -1, currency: "EUR", status: metav1.ConditionFalse, reason: kubefairv1.ReasonTierNotFound,
+			weight: 3, priceMicros: -1, currency: "EUR", latency: "interactive", status: metav1.ConditionFalse, reason: kubefairv1.ReasonTierNotFound,
 			messageStart: `PricingTier "gold" has an unusable price`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := resolveTier(tc.tenant, tc.tier)
-			if got.weight != tc.weight || got.priceMicros != tc.priceMicros || got.currency != tc.currency {
-				t.Errorf("weight %d, price %d, currency %q; want %d, %d, %q", got.weight, got.priceMicros, got.currency, tc.weight, tc.priceMicros, tc.currency)
+			if got.weight != tc.weight || got.priceMicros != tc.priceMicros || got.currency != tc.currency || got.latency != tc.latency {
+				t.Errorf("weight %d, price %d, currency %q, latency class %q; want %d, %d, %q, %q", got.weight, got.priceMicros, got.currency, got.latency, tc.weight, tc.priceMicros, tc.currency, tc.latency)
 			}
 			c := got.condition
 			if c.Type != kubefairv1.ConditionTierResolved || c.Status != tc.status || c.Reason != tc.reason || !strings.HasPrefix(c.Message, tc.messageStart) {

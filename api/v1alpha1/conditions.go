@@ -123,6 +123,25 @@ const (
 	// ConditionPodCgroupsFound is True when the agent finds kubelet's pod
 	// cgroups and a cgroup for every running pod of the node.
 	ConditionPodCgroupsFound = "PodCgroupsFound"
+	// ConditionLatencyClasses is set while a tenant on the node has a
+	// latency class: True when its threads get the class's slice.
+	ConditionLatencyClasses = "LatencyClasses"
+)
+
+// Reasons of a NodeShareReport's LatencyClasses condition.
+const (
+	// ReasonSlicesApplied: the tenants' threads run with their classes'
+	// slices.
+	ReasonSlicesApplied = "SlicesApplied"
+	// ReasonLatencyClassesOff: the agent runs with --latency-classes=false
+	// (the chart's agent.latencyClasses.enabled).
+	ReasonLatencyClassesOff = "LatencyClassesOff"
+	// ReasonNoCustomSlices: the node's kernel keeps no slice per task
+	// (before Linux 6.12), or seccomp refuses sched_getattr.
+	ReasonNoCustomSlices = "NoCustomSlices"
+	// ReasonSlicesRefused: the kernel refused some threads their slice
+	// (another user's threads, and the agent lacks CAP_SYS_NICE).
+	ReasonSlicesRefused = "SlicesRefused"
 )
 
 // Reasons of a NodeShareReport's PodCgroupsFound condition.

@@ -67,6 +67,11 @@ type TenantShare struct {
 	RunnableThreads int32 `json:"runnableThreads"`
 	// Pods of the tenant on the node.
 	Pods int32 `json:"pods"`
+	// SlicedThreads are the threads of the tenant's pods running with its
+	// latency class's scheduler slice at the end of the window.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	SlicedThreads int32 `json:"slicedThreads,omitempty"`
 	// CPUNanoseconds is a cumulative counter of the tenant's CPU time on this
 	// node since BootID started; it never decreases within one boot.
 	// +kubebuilder:validation:Minimum=0

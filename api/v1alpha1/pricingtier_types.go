@@ -5,9 +5,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// LatencyClass selects the scheduler slice a tier's tenants get (not acted
-// on yet, docs/design.md "Not built yet": short slices for interactive
-// tenants, long ones for batch).
+// LatencyClass selects the scheduler slice of every thread of a tier's
+// tenants (docs/agent.md, "Latency classes"): short for interactive, so a
+// waking thread runs sooner; long for batch, so threads switch less. The
+// CPU shares do not change.
 // +kubebuilder:validation:Enum=interactive;batch
 // +kubebuilder:validation:MaxLength=11
 type LatencyClass string
@@ -44,7 +45,8 @@ type PricingTierSpec struct {
 	// +optional
 	Currency string `json:"currency,omitempty"`
 
-	// LatencyClass is the scheduling latency class of the tier's tenants.
+	// LatencyClass is the scheduling latency class of the tier's tenants:
+	// interactive or batch; none leaves the kernel's slice.
 	// +optional
 	LatencyClass LatencyClass `json:"latencyClass,omitempty"`
 }

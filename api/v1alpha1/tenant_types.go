@@ -115,6 +115,10 @@ type TenantStatus struct {
 	// EffectiveWeight is the weight in force: the tier's or spec.weight.
 	// +optional
 	EffectiveWeight int32 `json:"effectiveWeight,omitempty"`
+	// LatencyClass is the latency class in force: the tier's (none with
+	// spec.weight). Agents give the tenant's threads its slice.
+	// +optional
+	LatencyClass LatencyClass `json:"latencyClass,omitempty"`
 	// Namespaces the tenant owns now (names and selector, minus namespaces
 	// another tenant wins), sorted: the first 10000 when it owns more
 	// (Degraded=True/TooManyNamespaces).
@@ -166,6 +170,7 @@ type TenantStatus struct {
 // +kubebuilder:resource:scope=Cluster,shortName=tn
 // +kubebuilder:printcolumn:name="TIER",type=string,JSONPath=`.spec.tier`
 // +kubebuilder:printcolumn:name="WEIGHT",type=integer,JSONPath=`.status.effectiveWeight`
+// +kubebuilder:printcolumn:name="LATENCY",type=string,JSONPath=`.status.latencyClass`,priority=1
 // +kubebuilder:printcolumn:name="ENTITLED",type=string,JSONPath=`.status.entitledShare`
 // +kubebuilder:printcolumn:name="ACHIEVED",type=string,JSONPath=`.status.achievedShare`
 // +kubebuilder:printcolumn:name="PERIOD",type=string,JSONPath=`.status.period`,priority=1

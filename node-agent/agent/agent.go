@@ -58,6 +58,9 @@ type Config struct {
 	// StateDir keeps kubelet's original weights and what the closed loops
 	// learnt across restarts; "" keeps them in memory only.
 	StateDir string
+	// Slices are the scheduler slices of the latency classes; nil leaves
+	// every thread's slice to the kernel (--latency-classes=false).
+	Slices map[kubefairv1.LatencyClass]time.Duration
 }
 
 // Agent runs the loop. Create it with New.
@@ -71,6 +74,7 @@ type Agent struct {
 	metrics  *Metrics
 	lastStep time.Time
 	found    podsFound
+	latency  latencyState
 	// weightsAreRequests: kubelet reports pod cgroup weights as the pods'
 	// CPU requests, so the plan may not scale them (enforce.Plan.Rescale).
 	weightsAreRequests bool
@@ -117,6 +121,9 @@ type podState struct {
 	threads     map[int]threadTimes
 	spare       map[int]threadTimes // the map before threads, filled again next period
 	processes   []enforce.Process   // with their active threads, last period
+	// allThreads are every thread of the pod, idle ones too, read this
+	// period for a latency class's slice (none otherwise).
+	allThreads []int
 	seen        bool                // has a previous measurement
 	// The pod's figures in the last step, for its workload's closed loop;
 	// limit is the most of the node it would have used (1 before it was
@@ -191,6 +198,7 @@ type tenantWindow struct {
 	entitledTime      float64 // Σ entitled × period seconds
 	backlogged        bool
 	runnable, podsNow int32
+	sliced            int32 // threads with the class's slice, last step
 	// limit is the tenant's CPU-limit share when its limits kept it below
 	// its entitlement in the window's last step, else 0.
 	limit float64
@@ -223,6 +231,10 @@ type TenantStep struct {
 	// tenant's pods alone: those pods are outside the allocation and the
 	// figures above (their CPU time is billed).
 	ExclusiveCPUs int
+	// Latency is the tenant's latency class; SlicedThreads its threads
+	// holding the class's slice after the step.
+	Latency       kubefairv1.LatencyClass
+	SlicedThreads int
 }
 
 // Step is one period's outcome.
@@ -323,7 +335,8 @@ func (a *Agent) Run(ctx context.Context) error {
 const KicksPerPeriod = 5
 
 // enforcementChanged is true when an update changes what the agent
-// enforces: a tenant's weight, namespaces, workloads or thread policy, or a
+// enforces: a tenant's weight, namespaces, workloads, thread policy or
+// latency class, or a
 // pod's labels or node. The controller rewrites tenants' measured shares
 // every report; those must not trigger steps.
 func enforcementChanged(old, new any) bool {
@@ -332,7 +345,8 @@ func enforcementChanged(old, new any) bool {
 		n, ok := new.(*kubefairv1.Tenant)
 		return !ok || o.Status.EffectiveWeight != n.Status.EffectiveWeight ||
 			!equality.Semantic.DeepEqual(o.Status.Namespaces, n.Status.Namespaces) ||
-			!equality.Semantic.DeepEqual(o.Spec.Workloads, n.Spec.Workloads) || o.Spec.ThreadPolicy != n.Spec.ThreadPolicy
+			!equality.Semantic.DeepEqual(o.Spec.Workloads, n.Spec.Workloads) || o.Spec.ThreadPolicy != n.Spec.ThreadPolicy ||
+			o.Status.LatencyClass != n.Status.LatencyClass
 	case *corev1.Pod:
 		n, ok := new.(*corev1.Pod)
 		return !ok || !equality.Semantic.DeepEqual(o.Labels, n.Labels) || o.Spec.NodeName != n.Spec.NodeName
@@ -450,6 +464,7 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	step := Step{Time: now, Window: snap.model.Window, Plan: plan, Result: res,
 		PodCgroupsFound: snap.found, Unmeasured: a.found.unmeasured, UnmeasuredPods: a.found.count, RunningPods: a.found.total}
 	for _, t := range snap.tenants {
+		t.step.SlicedThreads = res.Sliced[t.step.Name]
 		if x := snap.exclusive[t.step.Name]; x != nil {
 			t.step.ExclusiveCPUs = x.ExclusiveCPUs
 			delete(snap.exclusive, t.step.Name)
@@ -459,6 +474,7 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	for _, name := range slices.Sorted(maps.Keys(snap.exclusive)) { // tenants with exclusive pods only
 		step.Tenants = append(step.Tenants, *snap.exclusive[name])
 	}
+	a.latency.update(a.node, step, now)
 	return step, errors.Join(err, a.account(ctx, step, time.Since(start)))
 }
 
@@ -547,7 +563,7 @@ func (a *Agent) snapshot(ctx context.Context, now time.Time) (*snapshot, error) 
 		ps.weighed = true
 		tp := acc[member.tenant]
 		if tp == nil {
-			tp = &tenantPods{step: TenantStep{Name: member.tenant, Weight: member.weight}}
+			tp = &tenantPods{step: TenantStep{Name: member.tenant, Weight: member.weight, Latency: member.latency}}
 			acc[member.tenant] = tp
 		}
 		tp.pods = append(tp.pods, ps)
@@ -671,7 +687,7 @@ func (a *Agent) plan(snap *snapshot, alloc fairness.Allocation) enforce.Plan {
 		for k, pods := range tp.workloads {
 			for _, ps := range pods {
 				plan.Pods = append(plan.Pods, enforce.Pod{UID: ps.uid, Tenant: s.Name, Cgroup: ps.cgroup,
-					Weight: t.PodParts[k], Limit: ps.limit, ThreadPolicy: ps.member.policy,
+					Weight: t.PodParts[k], Limit: ps.limit, ThreadPolicy: ps.member.policy, Slice: a.node.sliceOf(ps.member.latency), Threads: slices.Clone(ps.allThreads),
 					Processes: append([]enforce.Process(nil), ps.processes...)})
 				tenantCgroups[ps.cgroup] = true
 			}
@@ -787,7 +803,7 @@ func (a *Agent) measure(ps *podState, containers []string, s *TenantStep, dt tim
 		// enough to matter (a runnable thread starved for a whole period
 		// shows its wait when it next runs, as the counters are
 		// cumulative). Skipping /proc keeps an idle node cheap.
-		ps.processes = ps.processes[:0]
+		ps.processes, ps.allThreads = ps.processes[:0], ps.allThreads[:0]
 		ps.cpu, ps.backlogged, ps.limit = 0, false, 0
 		if ps.threadsCurrent {
 			ps.threadsReadAt = readAt // the threads' figures still hold: nothing ran
@@ -824,7 +840,7 @@ func (a *Agent) measure(ps *podState, containers []string, s *TenantStep, dt tim
 			wait += time.Duration(ps.waitRate * float64(dt))
 		}
 	} else {
-		if a.node.threads != "" || len(ps.pids) == 0 || ps.pidsAge >= procsRefreshPeriods {
+		if a.threadsEveryPeriod(ps) || len(ps.pids) == 0 || ps.pidsAge >= procsRefreshPeriods {
 			ps.pids = ps.pids[:0]
 			for _, c := range containers {
 				ps.pids, _ = a.node.hier.AppendProcs(ps.pids, c)
@@ -865,11 +881,17 @@ func toPeriod(dt, since time.Duration, floor float64) float64 {
 // may stand for this period (threadsRefreshPeriods): pod weights only, read
 // within that many periods, and the pod's CPU near what it was then.
 func (a *Agent) threadsSteady(ps *podState, dt time.Duration) bool {
-	if a.node.threads != "" || !ps.seen || ps.threadsAge+1 >= threadsRefreshPeriods {
+	if a.threadsEveryPeriod(ps) || !ps.seen || ps.threadsAge+1 >= threadsRefreshPeriods {
 		return false
 	}
 	moved := ps.cpu - ps.threadsCPU
 	return max(moved, -moved) <= max(ps.threadsCPU/8, dt/100)
+}
+
+// threadsEveryPeriod: the pod's processes and threads are read every busy
+// period, for a thread backend's weights or a latency class's slice.
+func (a *Agent) threadsEveryPeriod(ps *podState) bool {
+	return a.node.threads != "" || a.node.sliceOf(ps.member.latency) != 0
 }
 
 // readThreads reads the pod's threads' scheduler times, keeps the
@@ -913,6 +935,12 @@ func (a *Agent) readThreads(ps *podState, readAt time.Time, dt time.Duration) ti
 				ps.running++
 				active[owner[tid]] = append(active[owner[tid]], tid)
 			}
+		}
+	}
+	ps.allThreads = ps.allThreads[:0]
+	if a.node.sliceOf(ps.member.latency) != 0 {
+		for tid := range threads {
+			ps.allThreads = append(ps.allThreads, tid)
 		}
 	}
 	ps.processes = ps.processes[:0]

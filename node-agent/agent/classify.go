@@ -24,6 +24,7 @@ type membership struct {
 	// does a closed loop correct the split inside it.
 	declared bool
 	policy   fairness.ThreadPolicy
+	latency  kubefairv1.LatencyClass
 	workload string // "" for a pod no workload selects
 	wlWeight int32
 }
@@ -37,7 +38,7 @@ func classify(pod *corev1.Pod, tenants []kubefairv1.Tenant) (membership, bool) {
 		if t.Status.EffectiveWeight <= 0 || !slices.Contains(t.Status.Namespaces, pod.Namespace) {
 			continue
 		}
-		m := membership{tenant: t.Name, uid: string(t.UID), weight: t.Status.EffectiveWeight, policy: fairness.ThreadPolicy(t.Spec.ThreadPolicy),
+		m := membership{tenant: t.Name, uid: string(t.UID), weight: t.Status.EffectiveWeight, policy: fairness.ThreadPolicy(t.Spec.ThreadPolicy), latency: t.Status.LatencyClass,
 			wlWeight: defaultWorkloadWeight, declared: len(t.Spec.Workloads) > 0}
 		for _, w := range t.Spec.Workloads {
 			sel, err := w.PodSelector.AsSelector()

@@ -3,13 +3,17 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/go-logr/logr"
+
+	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
 
 	"github.com/kubefair/kubefair/node-agent/cgroupfs"
 	"github.com/kubefair/kubefair/node-agent/discovery"
 	"github.com/kubefair/kubefair/node-agent/enforce"
 	"github.com/kubefair/kubefair/node-agent/enforce/cgroup"
+	"github.com/kubefair/kubefair/node-agent/enforce/slices"
 	"github.com/kubefair/kubefair/node-agent/enforce/threads"
 )
 
@@ -23,6 +27,11 @@ type node struct {
 	source   discovery.Source
 	procRoot string
 	threads  threads.Kind // "" when no thread backend runs
+	// slices gives the latency classes' threads their slices, with
+	// classSlice; nil when the classes are off (slicesOff says why).
+	slices     *slices.Backend
+	classSlice map[kubefairv1.LatencyClass]time.Duration
+	slicesOff  error
 }
 
 // openNode finds kubelet's cgroup tree as the config describes it and
@@ -55,7 +64,37 @@ func openNode(cfg Config, log logr.Logger) (*node, error) {
 		n.backends = append(n.backends, th)
 		n.threads = threads.Kind(th.Name())
 	}
+	n.openSlices(cfg, log)
 	return n, nil
+}
+
+// errClassesOff: the agent runs with --latency-classes=false.
+var errClassesOff = errors.New("the agent runs with --latency-classes=false (the chart's agent.latencyClasses.enabled)")
+
+// openSlices adds the slices backend, last (it weighs nothing), when the
+// config gives the classes slices and the kernel has custom slices.
+func (n *node) openSlices(cfg Config, log logr.Logger) {
+	if cfg.Slices == nil {
+		n.slicesOff = errClassesOff
+		return
+	}
+	b, err := slices.New(cfg.ProcRoot)
+	if err != nil {
+		n.slicesOff = err
+		log.Info("latency classes off: every thread keeps the kernel's slice", "reason", err.Error())
+		return
+	}
+	n.slices, n.classSlice = b, cfg.Slices
+	n.backends = append(n.backends, b)
+}
+
+// sliceOf is the slice of a latency class on this node, 0 for none (or
+// when the classes are off).
+func (n *node) sliceOf(c kubefairv1.LatencyClass) time.Duration {
+	if n.slices == nil {
+		return 0
+	}
+	return n.classSlice[c]
 }
 
 // ownPod is the agent's own pod cgroup, found by its UID ("": unknown).
@@ -118,9 +157,9 @@ func chooseThreads(backend, procRoot string, cpus int, log logr.Logger) (*thread
 // Restore puts kubelet's weights back on every pod a previous agent
 // changed, from the state directory (`kubefair-agent --restore`), and
 // returns how many pod cgroups it restored. A fresh process does not know
-// which threads an earlier one weighed, so every thread of those pods
-// gets its default weight back — before the cgroups, whose list is
-// forgotten once restored.
+// which threads an earlier one weighed or sliced, so every thread of those
+// pods gets its default weight and slice back — before the cgroups, whose
+// list is forgotten once restored.
 func Restore(cfg Config, log logr.Logger) (int, error) {
 	n, err := openNode(cfg, log)
 	if err != nil {
@@ -129,13 +168,18 @@ func Restore(cfg Config, log logr.Logger) (int, error) {
 	cgroups := n.backends[0].(*cgroup.Backend)
 	pods := cgroups.Managed()
 	var errs []error
-	if n.threads != "" {
-		var pids []int
+	var pids []int
+	if n.threads != "" || n.slices != nil {
 		for _, p := range pods {
 			procs, _ := n.hier.Procs(p.Cgroup)
 			pids = append(pids, procs...)
 		}
+	}
+	if n.threads != "" {
 		errs = append(errs, threads.ResetProcesses(n.procRoot, n.threads, pids))
+	}
+	if n.slices != nil {
+		errs = append(errs, slices.ResetThreads(n.procRoot, pids))
 	}
 	errs = append(errs, cgroups.Restore(pods))
 	return len(pods), errors.Join(errs...)
@@ -169,5 +213,10 @@ func (n *node) restoreAll() error {
 }
 
 // finest is the backend that weighs the finest level: what the node's
-// report names.
-func (n *node) finest() enforce.Backend { return n.backends[len(n.backends)-1] }
+// report names (the slices backend, last when it runs, weighs nothing).
+func (n *node) finest() enforce.Backend {
+	if n.slices != nil {
+		return n.backends[len(n.backends)-2]
+	}
+	return n.backends[len(n.backends)-1]
+}

@@ -42,7 +42,7 @@ func (a *Agent) accumulate(step Step) {
 		w.wait += int64(t.Wait)
 		w.entitledTime += t.Entitled * step.Window.Seconds()
 		w.backlogged = w.backlogged || t.Backlogged
-		w.runnable, w.podsNow = int32(t.Threads), int32(t.Pods)
+		w.runnable, w.podsNow, w.sliced = int32(t.Threads), int32(t.Pods), int32(t.SlicedThreads)
 		w.limit = 0
 		if t.Limited {
 			w.limit = t.Limit
@@ -101,7 +101,7 @@ func (a *Agent) finishReport() error {
 			older.weightRange = older.weightRange || newer.weightRange
 			older.bounded = older.bounded || newer.bounded
 			older.limit, older.exclusive = newer.limit, newer.exclusive
-			older.runnable, older.podsNow = newer.runnable, newer.podsNow
+			older.runnable, older.podsNow, older.sliced = newer.runnable, newer.podsNow, newer.sliced
 		}
 		a.window[name] = older
 	}
@@ -133,7 +133,7 @@ func (a *Agent) buildReport(now time.Time) *kubefairv1.NodeShareReport {
 			share.AchievedShare = round4(float64(w.cpu) / 1e9 / capacity)
 			share.WaitingFraction = round4(float64(w.wait) / 1e9 / capacity)
 			share.Backlogged = w.backlogged
-			share.RunnableThreads, share.Pods = w.runnable, w.podsNow
+			share.RunnableThreads, share.Pods, share.SlicedThreads = w.runnable, w.podsNow, w.sliced
 			share.LimitedShare = round4(w.limit)
 			share.Bound = w.bound(share)
 			share.ExclusiveCPUs = w.exclusive
@@ -144,7 +144,7 @@ func (a *Agent) buildReport(now time.Time) *kubefairv1.NodeShareReport {
 		r.Tenants = append(r.Tenants, share)
 	}
 	r.Unmeasured = a.found.unmeasuredList()
-	r.Conditions = append([]metav1.Condition(nil), a.found.conditions...)
+	r.Conditions = append(append([]metav1.Condition(nil), a.found.conditions...), a.latency.conditions...)
 	r.FairnessErrorPoints = round4(fairness.MaxErrorPoints(entitled, achieved, backlogged))
 	r.JainIndex = round4(fairness.JainIndex(entitled, achieved))
 	return r

@@ -8,6 +8,7 @@ package enforce
 
 import (
 	"iter"
+	"time"
 
 	"github.com/kubefair/kubefair/node-agent/fairness"
 )
@@ -38,7 +39,13 @@ type Pod struct {
 	// pods of no tenant keep (fairness.StockShares).
 	Limit        float64
 	ThreadPolicy fairness.ThreadPolicy
-	Processes    []Process
+	// Slice is the scheduler slice of the tenant's latency class for every
+	// thread of the pod (the slices backend); 0 leaves the kernel's.
+	// Threads are then all the pod's threads, idle ones too, when they were
+	// read this period (not when the pod did not run).
+	Slice     time.Duration
+	Threads   []int
+	Processes []Process
 }
 
 // Plan is everything a backend must make true this period.
@@ -91,6 +98,11 @@ type Result struct {
 	// RepairedBurstable: the backend undid kubelet's start-up weight of the
 	// Burstable QoS cgroup (the cgroup backend).
 	RepairedBurstable bool
+	// Sliced counts, by tenant, the threads holding their latency class's
+	// slice; SlicesRefused the threads whose slice the kernel refused
+	// (the slices backend).
+	Sliced        map[string]int
+	SlicesRefused int
 }
 
 // Add counts another backend's result into r.
@@ -101,6 +113,13 @@ func (r *Result) Add(o Result) {
 	r.ApproxErrorPoints = max(r.ApproxErrorPoints, o.ApproxErrorPoints)
 	r.Clamped = append(r.Clamped, o.Clamped...)
 	r.RepairedBurstable = r.RepairedBurstable || o.RepairedBurstable
+	for t, n := range o.Sliced {
+		if r.Sliced == nil {
+			r.Sliced = map[string]int{}
+		}
+		r.Sliced[t] += n
+	}
+	r.SlicesRefused += o.SlicesRefused
 }
 
 // Backend applies one level of a Plan.

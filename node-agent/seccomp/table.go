@@ -38,6 +38,9 @@ var Agent = []Group{
 	{"the nice thread backend: read and set threads' nice levels", []string{
 		"getpriority", "setpriority",
 	}},
+	{"the slices backend: read and set the scheduler slices of latency classes' threads (and the probe for custom slices)", []string{
+		"sched_getattr", "sched_setattr",
+	}},
 	{"installing this filter (after prctl(PR_SET_NO_NEW_PRIVS)); once it is in, more filters could only narrow it", []string{
 		"seccomp",
 	}},

@@ -45,6 +45,7 @@ func TestAgentSeccompPerBackend(t *testing.T) {
 		{"nice", []string{"--set", "agent.backend=nice"}, corev1.SeccompProfileTypeRuntimeDefault, true, "the nice backend makes no call it refuses"},
 		{"syscall", []string{"--set", "agent.backend=syscall"}, corev1.SeccompProfileTypeUnconfined, true, "no runtime profile can allow by name"},
 		{"patched-kernel-values.yaml", []string{"-f", filepath.Join(chartDir, "ci", "patched-kernel-values.yaml")}, corev1.SeccompProfileTypeLocalhost, true, "lets sched_setweight"},
+		{"cgroup with latency classes", []string{"--set", "agent.backend=cgroup", "--set", "agent.latencyClasses.enabled=true"}, corev1.SeccompProfileTypeRuntimeDefault, true, "latency classes set the scheduler slices of other"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ds, text := renderAgent(t, tc.args...)
@@ -63,11 +64,15 @@ func TestAgentSeccompPerBackend(t *testing.T) {
 			if !slices.Equal(sc.Capabilities.Add, wantAdd) || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
 				t.Errorf("capabilities %+v, want drop ALL, add %v", sc.Capabilities, wantAdd)
 			}
-			if tc.nice && !strings.Contains(text, "CAP_SYS_NICE: the") {
+			if tc.nice && !strings.Contains(text, "# CAP_SYS_NICE: ") {
 				t.Error("CAP_SYS_NICE has no written reason")
 			}
 			if !strings.Contains(text, tc.reason) {
 				t.Errorf("no written reason for the seccomp profile (looked for %q):\n%s", tc.reason, text)
+			}
+			if classes := slices.Contains(tc.args, "agent.latencyClasses.enabled=true"); slices.Contains(c.Args, "--latency-classes=true") != classes ||
+				classes && !slices.Contains(c.Args, "--interactive-slice=500us") {
+				t.Errorf("latency classes enabled %v, yet the agent's arguments are %v", classes, c.Args)
 			}
 			if !slices.Contains(c.Args, "--seccomp=true") {
 				t.Errorf("the agent runs without its own filter: %v", c.Args)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/kubefair/kubefair/node-agent/enforce"
 	"github.com/kubefair/kubefair/node-agent/fairness"
+	"github.com/kubefair/kubefair/node-agent/internal/taskstat"
 )
 
 // The kernel ABI (kernel/README.md). The numbers mean sched_setweight and
@@ -441,7 +442,7 @@ func (b *Backend) own(id int) {
 	if _, ok := b.started[id]; ok {
 		return
 	}
-	if st, err := startTime(b.procRoot, id); err == nil {
+	if st, err := taskstat.StartTime(b.procRoot, id); err == nil {
 		b.started[id] = st
 	}
 }
@@ -453,7 +454,7 @@ func (b *Backend) same(id int) bool {
 	if !ok {
 		return false
 	}
-	st, err := startTime(b.procRoot, id)
+	st, err := taskstat.StartTime(b.procRoot, id)
 	return err == nil && st == want
 }
 
@@ -488,26 +489,6 @@ func (b *Backend) prune(plan enforce.Plan) {
 		delete(b.originalNice, id)
 		delete(b.modes, id)
 	}
-}
-
-// startTime is a task's start time in clock ticks after boot
-// (/proc/<id>/stat, field 22); thread ids are found there too.
-func startTime(procRoot string, id int) (uint64, error) {
-	data, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(id), "stat"))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) may hold spaces and parentheses: count
-	// from the last ')'.
-	i := strings.LastIndexByte(string(data), ')')
-	if i < 0 {
-		return 0, fmt.Errorf("%s/%d/stat: %q", procRoot, id, data)
-	}
-	f := strings.Fields(string(data[i+1:])) // from field 3
-	if len(f) < 20 {
-		return 0, fmt.Errorf("%s/%d/stat: %d fields", procRoot, id, len(f)+2)
-	}
-	return strconv.ParseUint(f[19], 10, 64)
 }
 
 func setweight(pid, flags, weight int) error {

@@ -272,6 +272,30 @@ func (t *Tree) WriteShares(cgroup string, shares int) error {
 	return os.WriteFile(filepath.Join(HostCgroupRoot, "cpu", t.name, cgroup, "cpu.shares"), []byte(strconv.Itoa(shares)), 0o644)
 }
 
+// Threads lists the thread ids in a cgroup and below it (the cpu
+// hierarchy's tasks files).
+func (t *Tree) Threads(cgroup string) ([]int, error) {
+	var tids []int
+	err := filepath.WalkDir(filepath.Join(HostCgroupRoot, "cpu", t.name, cgroup), func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() != "tasks" {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, f := range strings.Fields(string(data)) {
+			tid, err := strconv.Atoi(f)
+			if err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+			tids = append(tids, tid)
+		}
+		return nil
+	})
+	return tids, err
+}
+
 // Usage reads a cgroup's cumulative CPU time.
 func (t *Tree) Usage(cgroup string) (time.Duration, error) {
 	data, err := os.ReadFile(filepath.Join(HostCgroupRoot, "cpuacct", t.name, cgroup, "cpuacct.usage"))

@@ -99,6 +99,8 @@ type world struct {
 	measured map[string][]string
 	// registry holds the last agent's metrics.
 	registry *prometheus.Registry
+	// slices, when set, are the latency classes' slices the agent gives.
+	slices map[kubefairv1.LatencyClass]time.Duration
 }
 
 func newWorld(t testing.TB) *world {
@@ -227,7 +229,7 @@ func (w *world) newAgent(period time.Duration) (*agent.Agent, cache.Cache, conte
 	}
 	cfg := agent.Config{NodeName: node, Period: period, ReportPeriod: 2 * time.Second,
 		CgroupRoot: podcgroups.HostCgroupRoot, KubeletCgroupRoot: w.tree.KubeletRoot, CgroupDriver: string(cgroupfs.Cgroupfs),
-		ProcRoot: "/proc", Backend: "cgroup", CPUs: 2, StateDir: w.stateDir}
+		ProcRoot: "/proc", Backend: "cgroup", CPUs: 2, StateDir: w.stateDir, Slices: w.slices}
 	if w.runtime != nil {
 		cfg.ContainerdAddress, cfg.ContainerdNamespace = w.runtime.Address, containerd.Namespace
 	}

@@ -224,6 +224,11 @@ func (w *world) reportShare(tenant string) kubefairv1.TenantShare {
 	if err := w.k8s.Get(context.Background(), client.ObjectKey{Name: node}, &r); err != nil {
 		return kubefairv1.TenantShare{}
 	}
+	return shareOf(&r, tenant)
+}
+
+// shareOf is the tenant's entry in a report (zero when there is none).
+func shareOf(r *kubefairv1.NodeShareReport, tenant string) kubefairv1.TenantShare {
 	for _, s := range r.Tenants {
 		if s.Name == tenant {
 			return s

@@ -21,9 +21,11 @@ import (
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
+	"github.com/kubefair/kubefair/node-agent/enforce/slices"
 	"github.com/kubefair/kubefair/node-agent/seccomp"
 	"github.com/kubefair/kubefair/test/harness/containerd"
 	"github.com/kubefair/kubefair/test/harness/kubeapi"
@@ -72,7 +74,15 @@ type nodeScene struct {
 func newNode(t *testing.T, prefix string) *nodeScene {
 	w := newWorld(t)
 	threaded, single := prefix+"-a", prefix+"-b"
-	w.addTenant(threaded, 3, 2, 2)
+	// The threaded tenant's tier has a latency class: its threads' slices
+	// are among the agent's writes.
+	tier := &kubefairv1.PricingTier{ObjectMeta: metav1.ObjectMeta{Name: prefix + "-interactive"},
+		Spec: kubefairv1.PricingTierSpec{Weight: 3, PricePerCPUHour: "0.01", LatencyClass: kubefairv1.LatencyClassInteractive}}
+	if err := w.k8s.Create(context.Background(), tier); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.k8s.Delete(context.Background(), tier) })
+	w.addTenantSpec(threaded, kubefairv1.TenantSpec{Tier: tier.Name}, 2, 2)
 	w.addTenant(single, 1, 1, 1)
 	d, _ := startContainerd(t)
 	var pods corev1.PodList
@@ -100,7 +110,7 @@ func newNode(t *testing.T, prefix string) *nodeScene {
 func (n *nodeScene) args(extra ...string) []string {
 	return append([]string{
 		"--node-name=" + node, "--cgroup-root=" + n.w.tree.Root, "--proc-root=/proc", "--state-dir=" + n.w.stateDir,
-		"--backend=nice", "--period=500ms", "--report-period=2s", "--cpus=2",
+		"--backend=nice", "--latency-classes=true", "--period=500ms", "--report-period=2s", "--cpus=2",
 		"--metrics-bind-address=" + n.metrics, "--health-probe-bind-address=" + n.probes,
 		"--containerd-address=" + n.containerd.Address,
 	}, extra...)
@@ -158,6 +168,7 @@ func (n *nodeScene) enforces(t *testing.T, p *agentProcess) {
 	ctx := context.Background()
 	// Several report periods: the report's observed time moves on each time.
 	var seen []time.Time
+	sliced := false
 	deadline := time.Now().Add(60 * time.Second)
 	for len(seen) < 4 && time.Now().Before(deadline) {
 		if p.cmd.ProcessState != nil {
@@ -175,6 +186,7 @@ func (n *nodeScene) enforces(t *testing.T, p *agentProcess) {
 						t.Errorf("report for %s has no usage: %+v", s.Name, s)
 					}
 				}
+				sliced = sliced || shareOf(&r, n.threaded).SlicedThreads > 0
 			}
 		}
 		time.Sleep(300 * time.Millisecond)
@@ -191,6 +203,9 @@ func (n *nodeScene) enforces(t *testing.T, p *agentProcess) {
 	}
 	if reniced := n.renicedThreads(t, n.threaded); reniced == 0 {
 		t.Error("no thread of the two-thread two-thread burners has a nice level: the nice backend did not write")
+	}
+	if custom := n.slicedThreads(t, n.threaded); !sliced || custom == 0 {
+		t.Errorf("the interactive tenant's threads: the report counted sliced ones %v, %d have a slice of their own; want both", sliced, custom)
 	}
 	// The metrics, as the chart serves them: to a granted identity alone,
 	// checked with the API server (TokenReview, SubjectAccessReview) by the
@@ -248,6 +263,29 @@ func (n *nodeScene) renicedThreads(t *testing.T, tenant string) int {
 	return count
 }
 
+// slicedThreads counts the threads of a tenant's burners whose scheduler
+// slice is not the kernel's default (the test's own thread's).
+func (n *nodeScene) slicedThreads(t *testing.T, tenant string) int {
+	def, err := slices.Of(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := 0
+	for _, cg := range n.w.pods[tenant] {
+		uid := strings.TrimPrefix(filepath.Base(cg), "pod")
+		for _, pid := range n.burnerPIDs(t, uid) {
+			tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+			for _, task := range tasks {
+				tid, _ := strconv.Atoi(task.Name())
+				if s, err := slices.Of(tid); err == nil && s != def {
+					count++
+				}
+			}
+		}
+	}
+	return count
+}
+
 // burnerPIDs reads the PIDs in a pod's container cgroup.
 func (n *nodeScene) burnerPIDs(t *testing.T, uid string) []int {
 	data, err := os.ReadFile(filepath.Join(n.w.tree.Root, "cpu", "kubepods", "burstable", "pod"+uid, "ctr-"+uid[:8], "cgroup.procs"))
@@ -283,10 +321,13 @@ func (n *nodeScene) restores(t *testing.T, argv []string) {
 	if reniced := n.renicedThreads(t, n.threaded); reniced != 0 {
 		t.Errorf("after --restore %d threads still have a nice level", reniced)
 	}
+	if sliced := n.slicedThreads(t, n.threaded); sliced != 0 {
+		t.Errorf("after --restore %d threads still have a slice of their own", sliced)
+	}
 }
 
 func (n *nodeScene) restoreArgs() []string {
-	return []string{"--restore", "--cgroup-root=" + n.w.tree.Root, "--state-dir=" + n.w.stateDir, "--backend=nice", "--proc-root=/proc"}
+	return []string{"--restore", "--cgroup-root=" + n.w.tree.Root, "--state-dir=" + n.w.stateDir, "--backend=nice", "--latency-classes=true", "--proc-root=/proc"}
 }
 
 // TestAgentUnderItsSeccompFilter runs the real agent binary with its own

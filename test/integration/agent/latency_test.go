@@ -1,0 +1,159 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
+	"github.com/kubefair/kubefair/node-agent/enforce/slices"
+)
+
+// TestLatencyClasses, on the real kernel with the real loop and controller:
+// with the classes off the node's report says so and every thread keeps
+// the kernel's slice; on, a tier's latency class reaches every thread of
+// its tenants' pods as the class's slice (spinning and idle threads, and a
+// pod started later), the report says so per tenant, and the CPU shares
+// between tenants stay within 2 points of their entitlement, side by side
+// with the shares measured with the classes off; when a tier drops its
+// class and when the agent stops, the kernel's slice comes back.
+func TestLatencyClasses(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	for name, spec := range map[string]kubefairv1.PricingTierSpec{
+		"fast": {Weight: 2, PricePerCPUHour: "0.02", LatencyClass: kubefairv1.LatencyClassInteractive},
+		"bulk": {Weight: 1, PricePerCPUHour: "0.01", LatencyClass: kubefairv1.LatencyClassBatch},
+	} {
+		if err := w.k8s.Create(ctx, &kubefairv1.PricingTier{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = w.k8s.Delete(ctx, &kubefairv1.PricingTier{ObjectMeta: metav1.ObjectMeta{Name: name}}) })
+	}
+	w.addTenantSpec("shop", kubefairv1.TenantSpec{Tier: "fast"}, 2, 3)
+	w.addTenantSpec("etl", kubefairv1.TenantSpec{Tier: "bulk"}, 2, 3)
+	w.addTenant("plain", 1, 2, 2)
+	for _, n := range []string{"shop", "etl", "plain"} {
+		t.Cleanup(func() { w.deleteTenant(n) })
+	}
+	kernel := w.slicesOf(t, "plain")[0]
+	entitled := w.entitled(map[string]int32{"shop": 2, "etl": 1, "plain": 1})
+
+	// Off (the chart's default): said, and nothing sliced.
+	w.startAgent(time.Second)
+	w.report(t, func(r *kubefairv1.NodeShareReport) bool {
+		c := meta.FindStatusCondition(r.Conditions, kubefairv1.ConditionLatencyClasses)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == kubefairv1.ReasonLatencyClassesOff
+	})
+	w.settle(entitled)
+	off, _ := w.medianWindows(repeats, entitled)
+	w.waitForSlices(t, map[string]time.Duration{"shop": kernel, "etl": kernel})
+	w.stopAgent()
+
+	// On, with the agent's default slices.
+	interactive, batch := 500*time.Microsecond, 6*time.Millisecond
+	w.slices = map[kubefairv1.LatencyClass]time.Duration{kubefairv1.LatencyClassInteractive: interactive, kubefairv1.LatencyClassBatch: batch}
+	w.startAgent(time.Second)
+	w.waitForSlices(t, map[string]time.Duration{"shop": interactive, "etl": batch, "plain": kernel})
+	w.settle(entitled)
+	on, onErr := w.medianWindows(repeats, entitled)
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nlatency classes off and on (kubefair both; %s)\n%-6s %-12s %5s %8s %9s %8s %9s\n", medianOf(), "tenant", "class", "pods", "entitled", "off", "on", "on-err")
+	for _, n := range w.tenantNames() {
+		class := map[string]string{"shop": "interactive", "etl": "batch"}[n]
+		fmt.Fprintf(&b, "%-6s %-12s %5d %7.1f%% %8.1f%% %7.1f%% %+8.1fpp\n", n, class, len(w.pods[n]), 100*entitled[n], 100*off[n], 100*on[n], 100*(on[n]-entitled[n]))
+	}
+	fmt.Print(b.String())
+	if onErr > 2 {
+		t.Errorf("with latency classes kubefair's largest error is %.1f points, want ≤ 2", onErr)
+	}
+
+	w.addPods("shop", 1) // started after the class: sliced within a period or two of its start
+	w.waitForSlices(t, map[string]time.Duration{"shop": interactive})
+	threads := map[string]int{}
+	for _, n := range []string{"shop", "etl"} {
+		threads[n] = len(w.slicesOf(t, n))
+	}
+	r := w.report(t, func(r *kubefairv1.NodeShareReport) bool {
+		c := meta.FindStatusCondition(r.Conditions, kubefairv1.ConditionLatencyClasses)
+		return c != nil && c.Status == metav1.ConditionTrue && shareOf(r, "shop").SlicedThreads == int32(threads["shop"]) &&
+			shareOf(r, "etl").SlicedThreads == int32(threads["etl"])
+	})
+	t.Logf("LatencyClasses: %s", meta.FindStatusCondition(r.Conditions, kubefairv1.ConditionLatencyClasses).Message)
+	if s := shareOf(r, "plain"); s.SlicedThreads != 0 {
+		t.Errorf("the classless tenant has %d sliced threads in the report", s.SlicedThreads)
+	}
+	var tn kubefairv1.Tenant
+	if err := w.k8s.Get(ctx, client.ObjectKey{Name: "shop"}, &tn); err != nil || tn.Status.LatencyClass != kubefairv1.LatencyClassInteractive {
+		t.Errorf("tenant shop's status.latencyClass is %q (%v), want interactive", tn.Status.LatencyClass, err)
+	}
+
+	// The tier drops its class: the kernel's slice back on every thread.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var tier kubefairv1.PricingTier
+		if err := w.k8s.Get(ctx, client.ObjectKey{Name: "fast"}, &tier); err != nil {
+			return err
+		}
+		tier.Spec.LatencyClass = ""
+		return w.k8s.Update(ctx, &tier)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.waitForSlices(t, map[string]time.Duration{"shop": kernel, "etl": batch})
+
+	// The agent stops (an uninstall): the batch threads get the kernel's too.
+	w.stopAgent()
+	if err := w.agent.RestoreAll(); err != nil {
+		t.Fatal(err)
+	}
+	w.waitForSlices(t, map[string]time.Duration{"etl": kernel})
+}
+
+// slicesOf are the slices of every thread of a tenant's pods.
+func (w *world) slicesOf(t *testing.T, tenant string) []time.Duration {
+	t.Helper()
+	var out []time.Duration
+	for _, cg := range w.pods[tenant] {
+		tids, err := w.tree.Threads(cg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tid := range tids {
+			if s, err := slices.Of(tid); err == nil {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// waitForSlices waits until every thread of each tenant's pods has the
+// tenant's slice.
+func (w *world) waitForSlices(t *testing.T, want map[string]time.Duration) {
+	t.Helper()
+	last := ""
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		last = ""
+		for tenant, s := range want {
+			got := w.slicesOf(t, tenant)
+			for _, g := range got {
+				if g != s {
+					last = fmt.Sprintf("tenant %s's threads have slices %v, want %v", tenant, got, s)
+				}
+			}
+		}
+		if last == "" {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatal(last)
+}
