@@ -190,7 +190,10 @@ type usageResult struct {
 	bounded []string
 	// exclusive says, per node where kubelet's static CPU manager gives
 	// its pods CPUs of their own, how many.
-	exclusive      []string
+	exclusive []string
+	// unsliced says, per node that does not give the tenant's threads its
+	// latency class's slice, why (the report's LatencyClasses condition).
+	unsliced       []string
 	entitled       string
 	achieved       string
 	reportingNodes int32
@@ -254,6 +257,9 @@ func aggregateReports(t *kubefairv1.Tenant, reports []kubefairv1.NodeShareReport
 		}
 		if share.ExclusiveCPUs > 0 {
 			res.exclusive = append(res.exclusive, fmt.Sprintf("on node %s kubelet's static CPU manager gives its pods %d CPU(s) of their own: those pods run outside the shared pool kubefair divides by weight, and outside its entitled and achieved shares (their CPU time is billed)", r.Name, share.ExclusiveCPUs))
+		}
+		if c := meta.FindStatusCondition(r.Conditions, kubefairv1.ConditionLatencyClasses); t.Status.LatencyClass != "" && c != nil && c.Status == metav1.ConditionFalse {
+			res.unsliced = append(res.unsliced, fmt.Sprintf("on node %s its latency class %s is not applied (%s: %s)", r.Name, t.Status.LatencyClass, c.Reason, c.Message))
 		}
 		if share.Bound != "" {
 			res.bounded = append(res.bounded, fmt.Sprintf("on node %s %s: it achieved %.1f%% of the node where it is entitled to %.1f%%", r.Name, boundMessage[share.Bound], 100*share.AchievedShare, 100*share.EntitledShare))
@@ -544,6 +550,9 @@ func setConditions(st *kubefairv1.TenantStatus, generation int64, tier tierResul
 	case len(usage.bounded) > 0:
 		degraded = metav1.Condition{Type: kubefairv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonWeightBound,
 			Message: nodesMessage(usage.bounded)}
+	case len(usage.unsliced) > 0:
+		degraded = metav1.Condition{Type: kubefairv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonLatencyClassNotApplied,
+			Message: nodesMessage(usage.unsliced)}
 	case len(overlaps) > 0:
 		msg := overlaps[0].String()
 		if len(overlaps) > 1 {

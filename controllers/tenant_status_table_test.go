@@ -297,6 +297,11 @@ func TestAggregateReportsTable(t *testing.T) {
 	bounded.Bound = kubefairv1.BoundCorrection
 	exclusive := shopShare(0, 0)
 	exclusive.ExclusiveCPUs = 2
+	classless := nodeReport("old-kernel", 2, 5*time.Second, shopShare(0.5, 0.5))
+	classless.Conditions = []metav1.Condition{{Type: kubefairv1.ConditionLatencyClasses, Status: metav1.ConditionFalse,
+		Reason: kubefairv1.ReasonNoCustomSlices, Message: "shop (interactive): no custom slices"}}
+	classed := tenant.DeepCopy()
+	classed.Status.LatencyClass = kubefairv1.LatencyClassInteractive
 	unmeasured := nodeReport("blind", 4, time.Second)
 	unmeasured.Unmeasured = []kubefairv1.UnmeasuredPods{{Tenant: "other", Pods: 1}, {Tenant: "shop", Pods: 2}}
 	staleBlind := nodeReport("blind", 4, time.Minute)
@@ -307,12 +312,14 @@ func TestAggregateReportsTable(t *testing.T) {
 		silent                      []string
 		limited, bounded, blind     int
 		exclusive                   string        // the message's part, "" for none
+		unsliced                    string        // the message's part, "" for none
 		recheckIn                   time.Duration // after tableNow
 		noRecheck                   bool
 		unmeasuredMessageContaining string
 	}
 	for _, tc := range []struct {
 		name    string
+		tenant  *kubefairv1.Tenant // tenant when nil
 		reports []kubefairv1.NodeShareReport
 		want    want
 	}{
@@ -356,9 +363,18 @@ func TestAggregateReportsTable(t *testing.T) {
 			want: want{blind: 1, recheckIn: 29 * time.Second,
 				unmeasuredMessageContaining: "node blind runs 2 pod(s) of this tenant that are neither enforced nor measured (its agent cannot find their cgroups)"}},
 		{name: "a stale report's unmeasured pods are forgotten", reports: []kubefairv1.NodeShareReport{staleBlind}, want: want{noRecheck: true}},
+		{name: "a latency class a node does not apply", tenant: classed, reports: []kubefairv1.NodeShareReport{classless},
+			want: want{entitled: "50.0%", achieved: "50.0%", nodes: 1, recheckIn: 25 * time.Second,
+				unsliced: "on node old-kernel its latency class interactive is not applied (NoCustomSlices: shop (interactive): no custom slices)"}},
+		{name: "a tenant without a class is not concerned", reports: []kubefairv1.NodeShareReport{classless},
+			want: want{entitled: "50.0%", achieved: "50.0%", nodes: 1, recheckIn: 25 * time.Second}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := aggregateReports(tenant, tc.reports, tableNow)
+			tn := tenant
+			if tc.tenant != nil {
+				tn = tc.tenant
+			}
+			got := aggregateReports(tn, tc.reports, tableNow)
 			w := tc.want
 			if got.entitled != w.entitled || got.achieved != w.achieved || got.reportingNodes != w.nodes {
 				t.Errorf("entitled %q, achieved %q over %d node(s); want %q, %q over %d", got.entitled, got.achieved, got.reportingNodes, w.entitled, w.achieved, w.nodes)
@@ -371,6 +387,9 @@ func TestAggregateReportsTable(t *testing.T) {
 			}
 			if (w.exclusive == "") != (len(got.exclusive) == 0) || (w.exclusive != "" && !strings.Contains(got.exclusive[0], w.exclusive)) {
 				t.Errorf("exclusive %q, want %q", got.exclusive, w.exclusive)
+			}
+			if (w.unsliced == "") != (len(got.unsliced) == 0) || (w.unsliced != "" && got.unsliced[0] != w.unsliced) {
+				t.Errorf("unsliced %q, want %q", got.unsliced, w.unsliced)
 			}
 			if w.unmeasuredMessageContaining != "" && (len(got.unmeasured) == 0 || !strings.Contains(got.unmeasured[0], w.unmeasuredMessageContaining)) {
 				t.Errorf("unmeasured %q, want one containing %q", got.unmeasured, w.unmeasuredMessageContaining)
@@ -507,6 +526,12 @@ func TestSetConditionsTable(t *testing.T) {
 		{name: "weight bound before a workload overlap", tier: tierFound, ns: owned, usage: usageResult{reportingNodes: 1, bounded: []string{"on node n1 …"}},
 			overlaps: overlap,
 			want:     all("True/Resolved", "True/TierFound", "True/Reported", "True/WeightBound", "True/Accruing")},
+		{name: "a weight bound before a latency class not applied", tier: tierFound, ns: owned, usage: usageResult{reportingNodes: 1, bounded: []string{"on node n1 …"}, unsliced: []string{"on node n1 …"}},
+			want: all("True/Resolved", "True/TierFound", "True/Reported", "True/WeightBound", "True/Accruing")},
+		{name: "a latency class not applied before a workload overlap", tier: tierFound, ns: owned, usage: usageResult{reportingNodes: 1, unsliced: []string{"on node n1 its latency class interactive is not applied"}},
+			overlaps: overlap,
+			want:     all("True/Resolved", "True/TierFound", "True/Reported", "True/LatencyClassNotApplied", "True/Accruing"),
+			messages: map[string]string{kubefairv1.ConditionDegraded: "its latency class interactive is not applied"}},
 		{name: "a refused report: billing only", tier: tierFound, ns: owned, usage: reporting,
 			bill:     billingResult{refused: []string{"node n1's last report was refused for this tenant: NoPodsOnNode: none"}},
 			want:     all("True/Resolved", "True/TierFound", "True/Reported", "False/AsExpected", "False/ReportRefused"),

@@ -66,6 +66,10 @@ const (
 	// the tenant's pods CPUs of their own, outside the shared pool that
 	// kubefair divides by weight (the message says where and how many).
 	ReasonExclusiveCPUs = "ExclusiveCPUs"
+	// ReasonLatencyClassNotApplied: some node does not give the tenant's
+	// threads its latency class's slice (its report's LatencyClasses
+	// condition says why).
+	ReasonLatencyClassNotApplied = "LatencyClassNotApplied"
 )
 
 // FinalizerFinalBill keeps a deleted Tenant until its last CPU is in the

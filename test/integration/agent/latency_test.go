@@ -17,8 +17,8 @@ import (
 )
 
 // TestLatencyClasses, on the real kernel with the real loop and controller:
-// with the classes off the node's report says so and every thread keeps
-// the kernel's slice; on, a tier's latency class reaches every thread of
+// with the classes off the node's report and the tenant's Degraded
+// condition say so and every thread keeps the kernel's slice; on, a tier's latency class reaches every thread of
 // its tenants' pods as the class's slice (spinning and idle threads, and a
 // pod started later), the report says so per tenant, and the CPU shares
 // between tenants stay within 2 points of their entitlement, side by side
@@ -50,6 +50,14 @@ func TestLatencyClasses(t *testing.T) {
 	w.report(t, func(r *kubefairv1.NodeShareReport) bool {
 		c := meta.FindStatusCondition(r.Conditions, kubefairv1.ConditionLatencyClasses)
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == kubefairv1.ReasonLatencyClassesOff
+	})
+	waitFor(t, "tenant shop Degraded with LatencyClassNotApplied", func() bool {
+		var tn kubefairv1.Tenant
+		if w.k8s.Get(ctx, client.ObjectKey{Name: "shop"}, &tn) != nil {
+			return false
+		}
+		c := meta.FindStatusCondition(tn.Status.Conditions, kubefairv1.ConditionDegraded)
+		return c != nil && c.Reason == kubefairv1.ReasonLatencyClassNotApplied && strings.Contains(c.Message, "--latency-classes=false")
 	})
 	w.settle(entitled)
 	off, _ := w.medianWindows(repeats, entitled)
