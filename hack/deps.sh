@@ -17,6 +17,8 @@ packages=(
   linux-source-6.12 xz-utils qemu-system-x86 busybox-static flex bison bc libelf-dev libssl-dev cpio gcc make
   # certificates for the local cluster
   openssl
+  # the latency benchmark's server and load generator (Debian's, nobody's here)
+  nginx-light wrk
 )
 
 missing=()
@@ -32,4 +34,11 @@ fi
 echo "deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
+# No service a package ships may start (nginx would listen on port 80): the
+# tests start what they need themselves, on loopback.
+policy=/usr/sbin/policy-rc.d
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod +x "$policy"
+  trap 'rm -f "$policy"' EXIT
+fi
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -124,7 +124,7 @@ type podState struct {
 	// allThreads are every thread of the pod, idle ones too, read this
 	// period for a latency class's slice (none otherwise).
 	allThreads []int
-	seen        bool                // has a previous measurement
+	seen       bool // has a previous measurement
 	// The pod's figures in the last step, for its workload's closed loop;
 	// limit is the most of the node it would have used (1 before it was
 	// measured).

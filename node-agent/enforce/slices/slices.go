@@ -10,9 +10,6 @@ package slices
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
@@ -217,15 +214,7 @@ func (b *Backend) same(tid int, t thread) bool {
 func ResetThreads(procRoot string, pids []int) error {
 	var errs []error
 	for _, pid := range pids {
-		entries, err := os.ReadDir(filepath.Join(procRoot, strconv.Itoa(pid), "task"))
-		if err != nil {
-			continue
-		}
-		for _, e := range entries {
-			tid, err := strconv.Atoi(e.Name())
-			if err != nil {
-				continue
-			}
+		for _, tid := range taskstat.Threads(procRoot, pid) {
 			if err := setSlice(tid, 0); err != nil && !errors.Is(err, unix.ESRCH) && !errors.Is(err, errNotFair) {
 				errs = append(errs, fmt.Errorf("resetting the slice of thread %d: %w", tid, err))
 			}

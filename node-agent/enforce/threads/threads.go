@@ -522,15 +522,7 @@ func ResetProcesses(procRoot string, kind Kind, pids []int) error {
 			}
 			continue
 		}
-		entries, err := os.ReadDir(filepath.Join(procRoot, strconv.Itoa(pid), "task"))
-		if err != nil {
-			continue
-		}
-		for _, e := range entries {
-			tid, err := strconv.Atoi(e.Name())
-			if err != nil {
-				continue
-			}
+		for _, tid := range taskstat.Threads(procRoot, pid) {
 			if err := unix.Setpriority(unix.PRIO_PROCESS, tid, 0); err != nil && !errors.Is(err, unix.ESRCH) {
 				errs = append(errs, fmt.Errorf("resetting thread %d: %w", tid, err))
 			}

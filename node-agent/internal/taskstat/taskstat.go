@@ -1,6 +1,7 @@
-// Package taskstat reads what identifies a task beyond its id, which the
-// kernel reuses: its start time. The backends that set a value on a thread
-// or process note it then, and touch the id again only while it matches.
+// Package taskstat reads a process's threads, and what identifies a task
+// beyond its id, which the kernel reuses: its start time. The backends that
+// set a value on a thread or process note it then, and touch the id again
+// only while it matches.
 package taskstat
 
 import (
@@ -10,6 +11,21 @@ import (
 	"strconv"
 	"strings"
 )
+
+// Threads are the thread ids of a process, none when it is gone.
+func Threads(procRoot string, pid int) []int {
+	entries, err := os.ReadDir(filepath.Join(procRoot, strconv.Itoa(pid), "task"))
+	if err != nil {
+		return nil
+	}
+	tids := make([]int, 0, len(entries))
+	for _, e := range entries {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	return tids
+}
 
 // StartTime is a task's start time in clock ticks after boot
 // (/proc/<id>/stat, field 22); thread ids are found there too.

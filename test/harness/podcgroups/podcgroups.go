@@ -140,10 +140,31 @@ func (t *Tree) start(ctr, burner string, threads int, args ...string) error {
 		return err
 	}
 	t.procs = append(t.procs, cmd)
-	for _, ctl := range []string{"cpu", "cpuacct"} {
-		procs := filepath.Join(HostCgroupRoot, ctl, t.name, ctr, "cgroup.procs")
-		if err := os.WriteFile(procs, []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
-			return fmt.Errorf("moving %d into %s: %w", cmd.Process.Pid, procs, err)
+	return t.move(ctr, cmd.Process.Pid)
+}
+
+// AdoptPod does kubelet's part for a pod, as AddPod, and moves processes
+// the caller started (and stops) into its container cgroup. It returns the
+// pod's cgroup.
+func (t *Tree) AdoptPod(uid string, pids ...int) (string, error) {
+	if err := t.AddPodCgroup(uid); err != nil {
+		return "", err
+	}
+	ctr := ContainerCgroup(uid)
+	if err := t.makeCgroup(ctr, KubeletShares); err != nil {
+		return "", err
+	}
+	return PodCgroup(uid), t.move(ctr, pids...)
+}
+
+// move puts processes into a container cgroup of both hierarchies.
+func (t *Tree) move(ctr string, pids ...int) error {
+	for _, pid := range pids {
+		for _, ctl := range []string{"cpu", "cpuacct"} {
+			procs := filepath.Join(HostCgroupRoot, ctl, t.name, ctr, "cgroup.procs")
+			if err := os.WriteFile(procs, []byte(strconv.Itoa(pid)), 0o644); err != nil {
+				return fmt.Errorf("moving %d into %s: %w", pid, procs, err)
+			}
 		}
 	}
 	return nil

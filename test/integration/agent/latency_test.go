@@ -27,15 +27,7 @@ import (
 func TestLatencyClasses(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
-	for name, spec := range map[string]kubefairv1.PricingTierSpec{
-		"fast": {Weight: 2, PricePerCPUHour: "0.02", LatencyClass: kubefairv1.LatencyClassInteractive},
-		"bulk": {Weight: 1, PricePerCPUHour: "0.01", LatencyClass: kubefairv1.LatencyClassBatch},
-	} {
-		if err := w.k8s.Create(ctx, &kubefairv1.PricingTier{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = w.k8s.Delete(ctx, &kubefairv1.PricingTier{ObjectMeta: metav1.ObjectMeta{Name: name}}) })
-	}
+	w.addClassTiers(t, "fast", 2, "bulk", 1)
 	w.addTenantSpec("shop", kubefairv1.TenantSpec{Tier: "fast"}, 2, 3)
 	w.addTenantSpec("etl", kubefairv1.TenantSpec{Tier: "bulk"}, 2, 3)
 	w.addTenant("plain", 1, 2, 2)
@@ -122,6 +114,21 @@ func TestLatencyClasses(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.waitForSlices(t, map[string]time.Duration{"etl": kernel})
+}
+
+// addClassTiers creates an interactive and a batch PricingTier of these
+// names and weights, deleted when the test ends.
+func (w *world) addClassTiers(t *testing.T, interactive string, interactiveWeight int32, batch string, batchWeight int32) {
+	for name, spec := range map[string]kubefairv1.PricingTierSpec{
+		interactive: {Weight: interactiveWeight, PricePerCPUHour: "0.02", LatencyClass: kubefairv1.LatencyClassInteractive},
+		batch:       {Weight: batchWeight, PricePerCPUHour: "0.01", LatencyClass: kubefairv1.LatencyClassBatch},
+	} {
+		tier := &kubefairv1.PricingTier{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
+		if err := w.k8s.Create(context.Background(), tier); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = w.k8s.Delete(context.Background(), tier) })
+	}
 }
 
 // slicesOf are the slices of every thread of a tenant's pods.

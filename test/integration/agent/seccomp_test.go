@@ -247,20 +247,10 @@ func (n *nodeScene) enforces(t *testing.T, p *agentProcess) {
 // renicedThreads counts the threads of a tenant's burners whose nice level
 // is not 0.
 func (n *nodeScene) renicedThreads(t *testing.T, tenant string) int {
-	count := 0
-	for _, cg := range n.w.pods[tenant] {
-		uid := strings.TrimPrefix(filepath.Base(cg), "pod")
-		for _, pid := range n.burnerPIDs(t, uid) {
-			tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-			for _, task := range tasks {
-				tid, _ := strconv.Atoi(task.Name())
-				if prio, err := unix.Getpriority(unix.PRIO_PROCESS, tid); err == nil && 20-prio != 0 {
-					count++
-				}
-			}
-		}
-	}
-	return count
+	return n.countThreads(t, tenant, func(tid int) bool {
+		prio, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
+		return err == nil && 20-prio != 0
+	})
 }
 
 // slicedThreads counts the threads of a tenant's burners whose scheduler
@@ -270,34 +260,27 @@ func (n *nodeScene) slicedThreads(t *testing.T, tenant string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return n.countThreads(t, tenant, func(tid int) bool {
+		s, err := slices.Of(tid)
+		return err == nil && s != def
+	})
+}
+
+// countThreads counts the threads of a tenant's burners for which is holds.
+func (n *nodeScene) countThreads(t *testing.T, tenant string, is func(tid int) bool) int {
 	count := 0
 	for _, cg := range n.w.pods[tenant] {
-		uid := strings.TrimPrefix(filepath.Base(cg), "pod")
-		for _, pid := range n.burnerPIDs(t, uid) {
-			tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-			for _, task := range tasks {
-				tid, _ := strconv.Atoi(task.Name())
-				if s, err := slices.Of(tid); err == nil && s != def {
-					count++
-				}
+		tids, err := n.w.tree.Threads(cg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tid := range tids {
+			if is(tid) {
+				count++
 			}
 		}
 	}
 	return count
-}
-
-// burnerPIDs reads the PIDs in a pod's container cgroup.
-func (n *nodeScene) burnerPIDs(t *testing.T, uid string) []int {
-	data, err := os.ReadFile(filepath.Join(n.w.tree.Root, "cpu", "kubepods", "burstable", "pod"+uid, "ctr-"+uid[:8], "cgroup.procs"))
-	if err != nil {
-		t.Fatalf("reading a burner's cgroup: %v", err)
-	}
-	var pids []int
-	for _, f := range strings.Fields(string(data)) {
-		pid, _ := strconv.Atoi(f)
-		pids = append(pids, pid)
-	}
-	return pids
 }
 
 // restores runs `kubefair-agent --restore` (the one-shot restore),
