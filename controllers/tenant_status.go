@@ -258,8 +258,12 @@ func aggregateReports(t *kubefairv1.Tenant, reports []kubefairv1.NodeShareReport
 		if share.ExclusiveCPUs > 0 {
 			res.exclusive = append(res.exclusive, fmt.Sprintf("on node %s kubelet's static CPU manager gives its pods %d CPU(s) of their own: those pods run outside the shared pool kubefair divides by weight, and outside its entitled and achieved shares (their CPU time is billed)", r.Name, share.ExclusiveCPUs))
 		}
-		if c := meta.FindStatusCondition(r.Conditions, kubefairv1.ConditionLatencyClasses); t.Status.LatencyClass != "" && c != nil && c.Status == metav1.ConditionFalse {
-			res.unsliced = append(res.unsliced, fmt.Sprintf("on node %s its latency class %s is not applied (%s: %s)", r.Name, t.Status.LatencyClass, c.Reason, c.Message))
+		if share.LatencyClassOff {
+			why := "its report's LatencyClasses condition says why"
+			if c := meta.FindStatusCondition(r.Conditions, kubefairv1.ConditionLatencyClasses); c != nil {
+				why = c.Reason + ": " + c.Message
+			}
+			res.unsliced = append(res.unsliced, fmt.Sprintf("on node %s its latency class %s is not applied (%s)", r.Name, t.Status.LatencyClass, why))
 		}
 		if share.Bound != "" {
 			res.bounded = append(res.bounded, fmt.Sprintf("on node %s %s: it achieved %.1f%% of the node where it is entitled to %.1f%%", r.Name, boundMessage[share.Bound], 100*share.AchievedShare, 100*share.EntitledShare))

@@ -297,9 +297,13 @@ func TestAggregateReportsTable(t *testing.T) {
 	bounded.Bound = kubefairv1.BoundCorrection
 	exclusive := shopShare(0, 0)
 	exclusive.ExclusiveCPUs = 2
-	classless := nodeReport("old-kernel", 2, 5*time.Second, shopShare(0.5, 0.5))
+	off := shopShare(0.5, 0.5)
+	off.LatencyClassOff = true
+	classless := nodeReport("old-kernel", 2, 5*time.Second, off)
 	classless.Conditions = []metav1.Condition{{Type: kubefairv1.ConditionLatencyClasses, Status: metav1.ConditionFalse,
 		Reason: kubefairv1.ReasonNoCustomSlices, Message: "shop (interactive): no custom slices"}}
+	notMine := nodeReport("old-kernel", 2, 5*time.Second, shopShare(0.5, 0.5))
+	notMine.Conditions = classless.Conditions
 	classed := tenant.DeepCopy()
 	classed.Status.LatencyClass = kubefairv1.LatencyClassInteractive
 	unmeasured := nodeReport("blind", 4, time.Second)
@@ -366,7 +370,7 @@ func TestAggregateReportsTable(t *testing.T) {
 		{name: "a latency class a node does not apply", tenant: classed, reports: []kubefairv1.NodeShareReport{classless},
 			want: want{entitled: "50.0%", achieved: "50.0%", nodes: 1, recheckIn: 25 * time.Second,
 				unsliced: "on node old-kernel its latency class interactive is not applied (NoCustomSlices: shop (interactive): no custom slices)"}},
-		{name: "a tenant without a class is not concerned", reports: []kubefairv1.NodeShareReport{classless},
+		{name: "a tenant the node does not mark is not concerned", tenant: classed, reports: []kubefairv1.NodeShareReport{notMine},
 			want: want{entitled: "50.0%", achieved: "50.0%", nodes: 1, recheckIn: 25 * time.Second}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

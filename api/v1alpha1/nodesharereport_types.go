@@ -72,6 +72,11 @@ type TenantShare struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	SlicedThreads int32 `json:"slicedThreads,omitempty"`
+	// LatencyClassOff is set when the node does not give the tenant's
+	// threads its latency class's slice (the report's LatencyClasses
+	// condition says why).
+	// +optional
+	LatencyClassOff bool `json:"latencyClassOff,omitempty"`
 	// CPUNanoseconds is a cumulative counter of the tenant's CPU time on this
 	// node since BootID started; it never decreases within one boot.
 	// +kubebuilder:validation:Minimum=0

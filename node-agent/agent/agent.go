@@ -58,9 +58,10 @@ type Config struct {
 	// StateDir keeps kubelet's original weights and what the closed loops
 	// learnt across restarts; "" keeps them in memory only.
 	StateDir string
-	// Slices are the scheduler slices of the latency classes; nil leaves
-	// every thread's slice to the kernel (--latency-classes=false).
-	Slices map[kubefairv1.LatencyClass]time.Duration
+	// Slices are the scheduler slices of the latency classes (0 or none:
+	// the kernel's), given when LatencyClasses is set.
+	Slices         map[kubefairv1.LatencyClass]time.Duration
+	LatencyClasses bool
 }
 
 // Agent runs the loop. Create it with New.
@@ -199,6 +200,7 @@ type tenantWindow struct {
 	backlogged        bool
 	runnable, podsNow int32
 	sliced            int32 // threads with the class's slice, last step
+	latencyOff        bool  // its class not applied, last step
 	// limit is the tenant's CPU-limit share when its limits kept it below
 	// its entitlement in the window's last step, else 0.
 	limit float64
@@ -232,9 +234,12 @@ type TenantStep struct {
 	// figures above (their CPU time is billed).
 	ExclusiveCPUs int
 	// Latency is the tenant's latency class; SlicedThreads its threads
-	// holding the class's slice after the step.
+	// holding the class's slice after the step; LatencyOff is set when the
+	// node does not apply a class with a slice (the report's LatencyClasses
+	// condition says why).
 	Latency       kubefairv1.LatencyClass
 	SlicedThreads int
+	LatencyOff    bool
 }
 
 // Step is one period's outcome.
@@ -474,7 +479,7 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	for _, name := range slices.Sorted(maps.Keys(snap.exclusive)) { // tenants with exclusive pods only
 		step.Tenants = append(step.Tenants, *snap.exclusive[name])
 	}
-	a.latency.update(a.node, step, now)
+	a.latency.update(a.node, &step, now)
 	return step, errors.Join(err, a.account(ctx, step, time.Since(start)))
 }
 

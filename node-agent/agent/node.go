@@ -74,7 +74,8 @@ var errClassesOff = errors.New("the agent runs with --latency-classes=false (the
 // openSlices adds the slices backend, last (it weighs nothing), when the
 // config gives the classes slices and the kernel has custom slices.
 func (n *node) openSlices(cfg Config, log logr.Logger) {
-	if cfg.Slices == nil {
+	n.classSlice = cfg.Slices
+	if !cfg.LatencyClasses {
 		n.slicesOff = errClassesOff
 		return
 	}
@@ -84,7 +85,7 @@ func (n *node) openSlices(cfg Config, log logr.Logger) {
 		log.Info("latency classes off: every thread keeps the kernel's slice", "reason", err.Error())
 		return
 	}
-	n.slices, n.classSlice = b, cfg.Slices
+	n.slices = b
 	n.backends = append(n.backends, b)
 }
 

@@ -42,7 +42,7 @@ func (a *Agent) accumulate(step Step) {
 		w.wait += int64(t.Wait)
 		w.entitledTime += t.Entitled * step.Window.Seconds()
 		w.backlogged = w.backlogged || t.Backlogged
-		w.runnable, w.podsNow, w.sliced = int32(t.Threads), int32(t.Pods), int32(t.SlicedThreads)
+		w.runnable, w.podsNow, w.sliced, w.latencyOff = int32(t.Threads), int32(t.Pods), int32(t.SlicedThreads), t.LatencyOff
 		w.limit = 0
 		if t.Limited {
 			w.limit = t.Limit
@@ -101,7 +101,7 @@ func (a *Agent) finishReport() error {
 			older.weightRange = older.weightRange || newer.weightRange
 			older.bounded = older.bounded || newer.bounded
 			older.limit, older.exclusive = newer.limit, newer.exclusive
-			older.runnable, older.podsNow, older.sliced = newer.runnable, newer.podsNow, newer.sliced
+			older.runnable, older.podsNow, older.sliced, older.latencyOff = newer.runnable, newer.podsNow, newer.sliced, newer.latencyOff
 		}
 		a.window[name] = older
 	}
@@ -133,7 +133,7 @@ func (a *Agent) buildReport(now time.Time) *kubefairv1.NodeShareReport {
 			share.AchievedShare = round4(float64(w.cpu) / 1e9 / capacity)
 			share.WaitingFraction = round4(float64(w.wait) / 1e9 / capacity)
 			share.Backlogged = w.backlogged
-			share.RunnableThreads, share.Pods, share.SlicedThreads = w.runnable, w.podsNow, w.sliced
+			share.RunnableThreads, share.Pods, share.SlicedThreads, share.LatencyClassOff = w.runnable, w.podsNow, w.sliced, w.latencyOff
 			share.LimitedShare = round4(w.limit)
 			share.Bound = w.bound(share)
 			share.ExclusiveCPUs = w.exclusive

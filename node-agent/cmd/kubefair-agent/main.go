@@ -63,7 +63,7 @@ func run() error {
 	containerdNamespace := flag.String("containerd-namespace", "k8s.io", "containerd namespace of kubelet's containers")
 	latencyClasses := flag.Bool("latency-classes", false, "give the threads of tenants whose tier has a latencyClass that class's scheduler slice (Linux 6.12+; other users' threads need CAP_SYS_NICE); off, every slice is left to the kernel and the node's report says so")
 	interactiveSlice := flag.Duration("interactive-slice", 500*time.Microsecond, "the scheduler slice of the interactive latency class (0.1ms to 10ms): shorter than the kernel's, so a waking thread runs sooner")
-	batchSlice := flag.Duration("batch-slice", 6*time.Millisecond, "the scheduler slice of the batch latency class (0.1ms to 10ms): longer than the kernel's, so threads switch less")
+	batchSlice := flag.Duration("batch-slice", 0, "the scheduler slice of the batch latency class (0.1ms to 10ms; 0: the kernel's): longer slices let threads switch less, but moved tenants' CPU shares and the interactive tenants' latency (docs/agent.md)")
 	confined := flag.Bool("seccomp", true, "confine the agent to the system calls it makes (node-agent/seccomp): any other call fails with EPERM")
 	printProfile := flag.Bool("print-seccomp-profile", false, "print the agent container's Localhost seccomp profile (JSON, for kubelet's seccomp directory) and exit")
 	opts := zap.Options{}
@@ -90,19 +90,16 @@ func run() error {
 	}
 	correction := fairness.DefaultCorrection
 	correction.Gain = *gain
-	var classSlices map[kubefairv1.LatencyClass]time.Duration
-	if *latencyClasses {
-		classSlices = map[kubefairv1.LatencyClass]time.Duration{kubefairv1.LatencyClassInteractive: *interactiveSlice, kubefairv1.LatencyClassBatch: *batchSlice}
-		for c, s := range classSlices {
-			if s < agent.MinSlice || s > agent.MaxSlice {
-				return fmt.Errorf("--%s-slice %v: want %v to %v (the kernel takes no shorter one; longer ones moved tenants' CPU shares, docs/agent.md)", c, s, agent.MinSlice, agent.MaxSlice)
-			}
+	classSlices := map[kubefairv1.LatencyClass]time.Duration{kubefairv1.LatencyClassInteractive: *interactiveSlice, kubefairv1.LatencyClassBatch: *batchSlice}
+	for c, s := range classSlices {
+		if s != 0 && (s < agent.MinSlice || s > agent.MaxSlice) {
+			return fmt.Errorf("--%s-slice %v: want 0 (the kernel's) or %v to %v (the kernel takes no shorter one; longer ones moved tenants' CPU shares, docs/agent.md)", c, s, agent.MinSlice, agent.MaxSlice)
 		}
 	}
 	cfg := agent.Config{NodeName: *nodeName, PodUID: *podUID, Period: *period, ReportPeriod: *reportPeriod,
 		CgroupRoot: *cgroupRoot, KubeletCgroupRoot: *kubeletCgroupRoot, CgroupDriver: *cgroupDriver, ProcRoot: *procRoot,
 		Backend: *backend, ContainerdAddress: *containerdAddress, ContainerdNamespace: *containerdNamespace,
-		CPUs: *cpus, Correction: correction, StateDir: *stateDir, Slices: classSlices}
+		CPUs: *cpus, Correction: correction, StateDir: *stateDir, Slices: classSlices, LatencyClasses: *latencyClasses}
 	if *restoreNow {
 		n, err := agent.Restore(cfg, log)
 		if err != nil {

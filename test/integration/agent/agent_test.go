@@ -99,8 +99,10 @@ type world struct {
 	measured map[string][]string
 	// registry holds the last agent's metrics.
 	registry *prometheus.Registry
-	// slices, when set, are the latency classes' slices the agent gives.
-	slices map[kubefairv1.LatencyClass]time.Duration
+	// slices are the latency classes' slices, which the agent gives when
+	// latencyClasses is set.
+	slices         map[kubefairv1.LatencyClass]time.Duration
+	latencyClasses bool
 }
 
 func newWorld(t testing.TB) *world {
@@ -229,7 +231,7 @@ func (w *world) newAgent(period time.Duration) (*agent.Agent, cache.Cache, conte
 	}
 	cfg := agent.Config{NodeName: node, Period: period, ReportPeriod: 2 * time.Second,
 		CgroupRoot: podcgroups.HostCgroupRoot, KubeletCgroupRoot: w.tree.KubeletRoot, CgroupDriver: string(cgroupfs.Cgroupfs),
-		ProcRoot: "/proc", Backend: "cgroup", CPUs: 2, StateDir: w.stateDir, Slices: w.slices}
+		ProcRoot: "/proc", Backend: "cgroup", CPUs: 2, StateDir: w.stateDir, Slices: w.slices, LatencyClasses: w.latencyClasses}
 	if w.runtime != nil {
 		cfg.ContainerdAddress, cfg.ContainerdNamespace = w.runtime.Address, containerd.Namespace
 	}

@@ -18,12 +18,14 @@ import (
 
 // TestLatencyClasses, on the real kernel with the real loop and controller:
 // with the classes off the node's report and the tenant's Degraded
-// condition say so and every thread keeps the kernel's slice; on, a tier's latency class reaches every thread of
-// its tenants' pods as the class's slice (spinning and idle threads, and a
-// pod started later), the report says so per tenant, and the CPU shares
-// between tenants stay within 2 points of their entitlement, side by side
-// with the shares measured with the classes off; when a tier drops its
-// class and when the agent stops, the kernel's slice comes back.
+// condition say so and every thread keeps the kernel's slice; on, the
+// interactive tier's class reaches every thread of its tenant's pods as the
+// class's slice (spinning and idle threads, and a pod started later), the
+// batch tier's asks for the kernel's, the report says so per tenant, and
+// the CPU shares between tenants stay within 2 points of their
+// entitlement, side by side with the shares measured with the classes off;
+// when the agent stops and when a tier drops its class, the kernel's slice
+// comes back.
 func TestLatencyClasses(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
@@ -36,12 +38,15 @@ func TestLatencyClasses(t *testing.T) {
 	}
 	kernel := w.slicesOf(t, "plain")[0]
 	entitled := w.entitled(map[string]int32{"shop": 2, "etl": 1, "plain": 1})
+	interactive := 500 * time.Microsecond
+	w.slices = map[kubefairv1.LatencyClass]time.Duration{kubefairv1.LatencyClassInteractive: interactive, kubefairv1.LatencyClassBatch: 0}
 
 	// Off (the chart's default): said, and nothing sliced.
 	w.startAgent(time.Second)
 	w.report(t, func(r *kubefairv1.NodeShareReport) bool {
 		c := meta.FindStatusCondition(r.Conditions, kubefairv1.ConditionLatencyClasses)
-		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == kubefairv1.ReasonLatencyClassesOff
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == kubefairv1.ReasonLatencyClassesOff &&
+			shareOf(r, "shop").LatencyClassOff && !shareOf(r, "etl").LatencyClassOff
 	})
 	waitFor(t, "tenant shop Degraded with LatencyClassNotApplied", func() bool {
 		var tn kubefairv1.Tenant
@@ -56,11 +61,10 @@ func TestLatencyClasses(t *testing.T) {
 	w.waitForSlices(t, map[string]time.Duration{"shop": kernel, "etl": kernel})
 	w.stopAgent()
 
-	// On, with the agent's default slices.
-	interactive, batch := 500*time.Microsecond, 6*time.Millisecond
-	w.slices = map[kubefairv1.LatencyClass]time.Duration{kubefairv1.LatencyClassInteractive: interactive, kubefairv1.LatencyClassBatch: batch}
+	// On.
+	w.latencyClasses = true
 	w.startAgent(time.Second)
-	w.waitForSlices(t, map[string]time.Duration{"shop": interactive, "etl": batch, "plain": kernel})
+	w.waitForSlices(t, map[string]time.Duration{"shop": interactive, "etl": kernel, "plain": kernel})
 	w.settle(entitled)
 	on, onErr := w.medianWindows(repeats, entitled)
 	var b strings.Builder
@@ -76,25 +80,32 @@ func TestLatencyClasses(t *testing.T) {
 
 	w.addPods("shop", 1) // started after the class: sliced within a period or two of its start
 	w.waitForSlices(t, map[string]time.Duration{"shop": interactive})
-	threads := map[string]int{}
-	for _, n := range []string{"shop", "etl"} {
-		threads[n] = len(w.slicesOf(t, n))
-	}
+	sliced := len(w.slicesOf(t, "shop"))
 	r := w.report(t, func(r *kubefairv1.NodeShareReport) bool {
 		c := meta.FindStatusCondition(r.Conditions, kubefairv1.ConditionLatencyClasses)
-		return c != nil && c.Status == metav1.ConditionTrue && shareOf(r, "shop").SlicedThreads == int32(threads["shop"]) &&
-			shareOf(r, "etl").SlicedThreads == int32(threads["etl"])
+		return c != nil && c.Status == metav1.ConditionTrue && shareOf(r, "shop").SlicedThreads == int32(sliced) && !shareOf(r, "shop").LatencyClassOff
 	})
 	t.Logf("LatencyClasses: %s", meta.FindStatusCondition(r.Conditions, kubefairv1.ConditionLatencyClasses).Message)
-	if s := shareOf(r, "plain"); s.SlicedThreads != 0 {
-		t.Errorf("the classless tenant has %d sliced threads in the report", s.SlicedThreads)
+	for _, n := range []string{"etl", "plain"} {
+		if s := shareOf(r, n); s.SlicedThreads != 0 {
+			t.Errorf("tenant %s, whose class asks for the kernel's slice or none, has %d sliced threads in the report", n, s.SlicedThreads)
+		}
 	}
 	var tn kubefairv1.Tenant
 	if err := w.k8s.Get(ctx, client.ObjectKey{Name: "shop"}, &tn); err != nil || tn.Status.LatencyClass != kubefairv1.LatencyClassInteractive {
 		t.Errorf("tenant shop's status.latencyClass is %q (%v), want interactive", tn.Status.LatencyClass, err)
 	}
 
-	// The tier drops its class: the kernel's slice back on every thread.
+	// The agent stops (an uninstall): the kernel's slice back.
+	w.stopAgent()
+	if err := w.agent.RestoreAll(); err != nil {
+		t.Fatal(err)
+	}
+	w.waitForSlices(t, map[string]time.Duration{"shop": kernel})
+
+	// Again, then the tier drops its class: the kernel's slice back.
+	w.startAgent(time.Second)
+	w.waitForSlices(t, map[string]time.Duration{"shop": interactive})
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var tier kubefairv1.PricingTier
 		if err := w.k8s.Get(ctx, client.ObjectKey{Name: "fast"}, &tier); err != nil {
@@ -106,14 +117,7 @@ func TestLatencyClasses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.waitForSlices(t, map[string]time.Duration{"shop": kernel, "etl": batch})
-
-	// The agent stops (an uninstall): the batch threads get the kernel's too.
-	w.stopAgent()
-	if err := w.agent.RestoreAll(); err != nil {
-		t.Fatal(err)
-	}
-	w.waitForSlices(t, map[string]time.Duration{"etl": kernel})
+	w.waitForSlices(t, map[string]time.Duration{"shop": kernel})
 }
 
 // addClassTiers creates an interactive and a batch PricingTier of these

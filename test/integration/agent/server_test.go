@@ -39,10 +39,9 @@ const (
 // unloaded, under load with kubelet's weights (stock: 1:3), with kubefair's
 // weights (1:1), and with kubefair's weights and the classes — side by side
 // from one run, on this host's real cgroups. It asserts what the classes
-// promise, that the shares stay where the weights put them: etl and plain
-// each within 2 points of half of what they used together; the latencies
-// are measured and printed, not asserted (docs/agent.md, "Latency
-// classes").
+// promise, that they move no tenant's share by more than 2 points; the
+// latencies are measured and printed, not asserted (docs/agent.md,
+// "Latency classes").
 func TestLatencyClassesOnAServer(t *testing.T) {
 	for _, bin := range []string{"nginx", "wrk"} {
 		if _, err := exec.LookPath(bin); err != nil {
@@ -71,10 +70,11 @@ func TestLatencyClassesOnAServer(t *testing.T) {
 	rows = append(rows, off)
 	w.stopAgent()
 
-	interactive, batch := 500*time.Microsecond, 6*time.Millisecond
-	w.slices = map[kubefairv1.LatencyClass]time.Duration{kubefairv1.LatencyClassInteractive: interactive, kubefairv1.LatencyClassBatch: batch}
+	interactive := 500 * time.Microsecond
+	w.slices = map[kubefairv1.LatencyClass]time.Duration{kubefairv1.LatencyClassInteractive: interactive, kubefairv1.LatencyClassBatch: 0}
+	w.latencyClasses = true
 	w.startAgent(time.Second)
-	w.waitForSlices(t, map[string]time.Duration{"web": interactive, "etl": batch})
+	w.waitForSlices(t, map[string]time.Duration{"web": interactive})
 	time.Sleep(10 * time.Second)
 	on := w.serve(t, srv, "kubefair + classes")
 	rows = append(rows, on)
@@ -87,8 +87,10 @@ func TestLatencyClassesOnAServer(t *testing.T) {
 	}
 	fmt.Print(b.String())
 
-	if d := 100 * math.Abs(on.shares["etl"]-on.shares["plain"]) / 2; d > 2 {
-		t.Errorf("with the latency classes etl (batch) and plain (none), of equal weight, are %.1f points off an equal split (%.1f%% and %.1f%%), want ≤ 2", d, 100*on.shares["etl"], 100*on.shares["plain"])
+	for _, n := range []string{"web", "etl", "plain"} {
+		if d := 100 * math.Abs(on.shares[n]-off.shares[n]); d > 2 {
+			t.Errorf("the latency classes moved tenant %s's share by %.1f points (%.1f%% → %.1f%%), want ≤ 2", n, d, 100*off.shares[n], 100*on.shares[n])
+		}
 	}
 	if stock := rows[1]; stock.shares["etl"]+stock.shares["plain"] < 0.8 {
 		t.Errorf("the burners used only %.0f%% of the test's CPU under load: the server is not contended as intended", 100*(stock.shares["etl"]+stock.shares["plain"]))
