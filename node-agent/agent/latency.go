@@ -12,10 +12,10 @@ import (
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
 )
 
-// The slices a latency class may have: the kernel takes none shorter than
-// MinSlice; slices of 20 ms moved tenants' CPU shares by 4 to 16 points
-// on 2 CPUs (the closed loop chases the swings of pods that hold a CPU
-// that long), 10 ms and less kept them within 1.2 (docs/agent.md).
+// The slices a latency class may have (or 0, the kernel's): the kernel
+// takes none shorter than MinSlice; longer ones than MaxSlice moved
+// tenants' CPU shares by up to 16 points on 2 CPUs (docs/agent.md,
+// "Latency classes").
 const (
 	MinSlice = 100 * time.Microsecond
 	MaxSlice = 10 * time.Millisecond

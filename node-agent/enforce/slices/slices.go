@@ -98,7 +98,7 @@ func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 	}
 	for tid, t := range b.set {
 		switch w := want[t.cgroup]; {
-		case b.named[tid] && w == t.slice:
+		case b.named[tid] && w == t.slice: // listed and right
 		case !b.same(tid, t):
 			delete(b.set, tid) // exited, or the id is another task's now
 		case w == 0:
