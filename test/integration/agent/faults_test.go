@@ -231,6 +231,20 @@ func (w *world) report(t *testing.T, cond func(*kubefairv1.NodeShareReport) bool
 	return &r
 }
 
+// reportWithin waits up to d for this node's NodeShareReport to satisfy
+// cond, and fails with what last says of the last one it read.
+func (w *world) reportWithin(t *testing.T, d time.Duration, cond func(*kubefairv1.NodeShareReport) bool, last func() string) *kubefairv1.NodeShareReport {
+	t.Helper()
+	var r kubefairv1.NodeShareReport
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if w.k8s.Get(context.Background(), client.ObjectKey{Name: node}, &r) == nil && cond(&r) {
+			return &r
+		}
+	}
+	t.Fatalf("no NodeShareReport as wanted within %v; the last: %s", d, last())
+	return nil
+}
+
 // counter is a tenant's cumulative CPU counter in a report.
 func counter(r *kubefairv1.NodeShareReport, tenant string) int64 {
 	for _, s := range r.Tenants {

