@@ -82,9 +82,10 @@ func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 	var errs []error
 	want := make(map[string]time.Duration, len(plan.Pods))
 	tenant := make(map[string]string, len(plan.Pods))
+	listed := make(map[string]bool, len(plan.Pods)) // pods whose threads were read this period
 	clear(b.named)
 	for _, pod := range plan.Pods {
-		want[pod.Cgroup], tenant[pod.Cgroup] = pod.Slice, pod.Tenant
+		want[pod.Cgroup], tenant[pod.Cgroup], listed[pod.Cgroup] = pod.Slice, pod.Tenant, len(pod.Threads) > 0
 		if pod.Slice == 0 {
 			continue
 		}
@@ -96,14 +97,20 @@ func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 			b.give(tid, pod.Cgroup, pod.Slice, &res, &errs)
 		}
 	}
+	// The threads set earlier and not listed now: those of a pod that did
+	// not run keep their slice unread (no /proc read a period for idle
+	// pods); the others are checked before anything changes.
 	for tid, t := range b.set {
-		switch w := want[t.cgroup]; {
-		case b.named[tid] && w == t.slice: // listed and right
+		w := want[t.cgroup]
+		switch {
+		case b.named[tid]: // given above
+		case w == t.slice && !listed[t.cgroup]: // an idle pod's thread
 		case !b.same(tid, t):
 			delete(b.set, tid) // exited, or the id is another task's now
+		case w == t.slice: // alive, though its pod's list missed it
 		case w == 0:
 			errs = append(errs, b.restore(tid, t, &res))
-		case w != t.slice: // the tenant's class changed; an idle thread too
+		default: // the tenant's class changed while the thread was idle
 			b.give(tid, t.cgroup, w, &res, &errs)
 		}
 	}
