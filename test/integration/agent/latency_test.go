@@ -64,13 +64,14 @@ func TestLatencyClasses(t *testing.T) {
 
 	w.addPods("shop", 1) // started after the class: sliced within a period or two of its start
 	w.waitForSlices(t, map[string]time.Duration{"shop": interactive})
-	// The report counts the threads the agent gave the slice; threads
-	// made by a sliced thread inherit it before the agent lists them.
-	threads := len(w.slicesOf(t, "shop"))
+	// The report counts the threads the agent gave the slice: at most the
+	// pods' threads now (the Go runtime of a new pod still starts threads;
+	// those a sliced thread makes inherit the slice before they are listed).
 	var last string
 	r := w.reportWithin(t, 60*time.Second, func(r *kubefairv1.NodeShareReport) bool {
 		c := meta.FindStatusCondition(r.Conditions, kubefairv1.ConditionLatencyClasses)
 		s := shareOf(r, "shop")
+		threads := len(w.slicesOf(t, "shop"))
 		last = fmt.Sprintf("condition %+v, shop's entry %+v (%d threads in its pods)", c, s, threads)
 		return c != nil && c.Status == metav1.ConditionTrue && s.SlicedThreads > 0 && s.SlicedThreads <= int32(threads) && !s.LatencyClassOff
 	}, func() string { return last })
