@@ -97,11 +97,14 @@ type Agent struct {
 	kick     chan struct{}
 	procs    procReader
 	sweepAge int // periods, for procs.sweep
-	// owner (thread → process) and active (process → threads that ran
-	// or waited) are measure's scratch, cleared for each pod: a thousand
+	// owner (thread → process), active (process → threads that ran or
+	// waited), runs and waits (process → their times) are measure's
+	// scratch, cleared for each pod: a thousand
 	// threads a period need not be a thousand map entries to collect.
 	owner  map[int]int
 	active map[int][]int
+	runs   map[int]time.Duration
+	waits  map[int]time.Duration
 	// The pod cgroups last discovered, discovered again when a pod on the
 	// node has none known, when a pod cgroup vanishes, and every
 	// discoveryRefreshPeriods periods.
@@ -296,7 +299,7 @@ func New(cfg Config, o Options) (*Agent, error) {
 	a := &Agent{
 		cfg: cfg, log: o.Log, node: n,
 		reader: o.Reader, writer: o.Writer, metrics: o.Metrics, bootID: hex.EncodeToString(b),
-		kick: make(chan struct{}, 1), procs: procReader{root: cfg.ProcRoot}, owner: map[int]int{}, active: map[int][]int{}, relist: true, pods: map[string]*podState{}, billed: newBillingCounters(), window: map[string]*tenantWindow{},
+		kick: make(chan struct{}, 1), procs: procReader{root: cfg.ProcRoot}, owner: map[int]int{}, active: map[int][]int{}, runs: map[int]time.Duration{}, waits: map[int]time.Duration{}, relist: true, pods: map[string]*podState{}, billed: newBillingCounters(), window: map[string]*tenantWindow{},
 	}
 	a.loadLoops()
 	return a, nil
@@ -683,7 +686,7 @@ func (a *Agent) listNode(ctx context.Context, cgroups map[string]*podRef, now ti
 // plan turns the allocation into what the backends make true: each
 // tenant's pod at its part, the pods of no tenant named beside them.
 func (a *Agent) plan(snap *snapshot, alloc fairness.Allocation) enforce.Plan {
-	plan := enforce.Plan{Rescale: !a.weightsAreRequests}
+	plan := enforce.Plan{Rescale: !a.weightsAreRequests, Window: snap.model.Window, Period: snap.model.Period}
 	tenantCgroups := map[string]bool{}
 	for i, tp := range snap.tenants {
 		t := alloc.Tenants[i]
@@ -925,6 +928,9 @@ func (a *Agent) readThreads(ps *podState, readAt time.Time, dt time.Duration) ti
 	}
 	var wait time.Duration
 	ps.running = 0
+	run, waited := a.runs, a.waits // pid → this period's run and wait
+	clear(run)
+	clear(waited)
 	if ps.seen {
 		for tid, now := range threads {
 			before, ok := ps.threads[tid]
@@ -936,6 +942,8 @@ func (a *Agent) readThreads(ps *podState, readAt time.Time, dt time.Duration) ti
 			}
 			dRun, dWait := now.run-before.run, now.wait-before.wait
 			wait += time.Duration(float64(dWait) * scale)
+			run[owner[tid]] += time.Duration(float64(dRun) * scale)
+			waited[owner[tid]] += time.Duration(float64(dWait) * scale)
 			if dRun+dWait > 0 {
 				ps.running++
 				active[owner[tid]] = append(active[owner[tid]], tid)
@@ -952,7 +960,7 @@ func (a *Agent) readThreads(ps *podState, readAt time.Time, dt time.Duration) ti
 	for _, pid := range ps.pids {
 		if tids := active[pid]; len(tids) > 0 {
 			sort.Ints(tids)
-			ps.processes = append(ps.processes, enforce.Process{PID: pid, Threads: tids})
+			ps.processes = append(ps.processes, enforce.Process{PID: pid, Threads: tids, CPU: run[pid], Wait: waited[pid]})
 		}
 	}
 	ps.threads, ps.spare = threads, ps.threads

@@ -77,7 +77,7 @@ func TestThreadFiguresKeptWhileSteady(t *testing.T) {
 	}
 	write("42/task/42/schedstat", "100 0 1\n")
 	write("42/task/43/schedstat", "5 0 1\n")
-	a := &Agent{node: &node{}, procs: procReader{root: root}, owner: map[int]int{}, active: map[int][]int{}}
+	a := &Agent{node: &node{}, procs: procReader{root: root}, owner: map[int]int{}, active: map[int][]int{}, runs: map[int]time.Duration{}, waits: map[int]time.Duration{}}
 	ps := &podState{pids: []int{42}}
 	t0 := time.Now()
 	if wait := a.readThreads(ps, t0, time.Second); wait != 0 || ps.running != 0 {
@@ -118,6 +118,8 @@ func TestThreadFiguresKeptWhileSteady(t *testing.T) {
 	}
 	if len(ps.processes) != 1 || ps.processes[0].PID != 42 || len(ps.processes[0].Threads) != 1 || ps.processes[0].Threads[0] != 42 {
 		t.Errorf("processes %+v, want process 42 with thread 42 alone", ps.processes)
+	} else if p := ps.processes[0]; p.CPU != 100 || p.Wait != time.Second {
+		t.Errorf("process 42 ran %v and waited %v a period, want 100ns and 1s (its thread's, over three periods)", p.CPU, p.Wait)
 	}
 	if ps.threadsAge != 0 || !ps.threadsCurrent || ps.threadsCPU != ps.cpu {
 		t.Errorf("the read left age %d, current %v, CPU %v (pod %v): want a fresh read", ps.threadsAge, ps.threadsCurrent, ps.threadsCPU, ps.cpu)

@@ -18,6 +18,10 @@ type Process struct {
 	PID int
 	// Threads are the thread ids seen in /proc/<pid>/task this period.
 	Threads []int
+	// CPU and Wait are its threads' run and wait time in the period (from
+	// schedstat, scaled to Plan.Window): what a thread backend's
+	// per-process loop measures.
+	CPU, Wait time.Duration
 }
 
 // Pod is one pod as the agent enforces it.
@@ -61,6 +65,9 @@ type Plan struct {
 	// spec), so that kubefair's weights never look like more requested CPU
 	// than the pods' own requests add up to.
 	Rescale bool
+	// Window is the period just measured, Period the agent's period: a
+	// backend's closed loop learns from at least one.
+	Window, Period time.Duration
 }
 
 // Cgroups are every pod cgroup of the node: the tenants' and the others.

@@ -38,3 +38,30 @@ func TFPSThreadWeight(w float64, threads, cpus int) float64 {
 	}
 	return w * float64(cpus) / float64(threads)
 }
+
+// ProcessTargets is each process's part of its pod's CPU under the policy,
+// by how many threads of each were runnable on average (any common scale;
+// nil when the policy sets thread weights but no split between processes:
+// None, TFPS). PFS: equal parts. TWRS: eq. 3.3 with the pod's threads as
+// one run queue — thread weight w × (N − n), so a process of n threads gets
+// n × (N − n); a process alone keeps its weight. On several CPUs the load
+// balancer's placement moves processes off these parts (a process of one
+// thread cannot be split across CPUs): the thread backend's per-process
+// loop holds them there.
+func ProcessTargets(policy ThreadPolicy, runnable []float64) []float64 {
+	if policy != PFS && policy != TWRS {
+		return nil
+	}
+	var total float64
+	for _, n := range runnable {
+		total += n
+	}
+	out := make([]float64, len(runnable))
+	for i, n := range runnable {
+		out[i] = 1
+		if policy == TWRS && total-n > 0 && n > 0 {
+			out[i] = n * (total - n)
+		}
+	}
+	return out
+}

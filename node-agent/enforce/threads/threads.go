@@ -15,9 +15,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -86,8 +88,14 @@ type Backend struct {
 	written map[int]int
 	// originalNice is a thread's nice level before the nice backend changed it.
 	originalNice map[int]int
-	// modes is the process mode we last set per process (ABI 2).
-	modes map[int]int
+	// modes is the process mode and weight we last set per process (ABI 2).
+	modes map[int]heldMode
+	// loops hold, per pod (by UID), each process at its part of the pod
+	// under the pod's policy (fairness.ProcessTargets) through its process
+	// weight: the kernel splits a process's weight among its threads, but
+	// on several CPUs the load balancer's placement decides what each
+	// process gets (syscall backend).
+	loops map[string]*fairness.Loop
 	// started is each thread's or process's start time when the backend
 	// first set its value: an id whose start time differs now belongs to
 	// another task (ids are reused), which no restore may touch.
@@ -96,6 +104,9 @@ type Backend struct {
 	// spare an allocation per period.
 	named map[int]bool
 }
+
+// heldMode is a process mode the backend set, with the process weight.
+type heldMode struct{ mode, weight int }
 
 // New returns the syscall backend when the kernel publishes the ABI, else
 // an error wrapping ErrNoABI (the caller decides whether to fall back to
@@ -119,7 +130,7 @@ func New(procRoot string, cpus int) (*Backend, error) {
 func NewNice(procRoot string, cpus int) *Backend { return newBackend(Nice, procRoot, cpus) }
 
 func newBackend(kind Kind, procRoot string, cpus int) *Backend {
-	return &Backend{kind: kind, cpus: cpus, procRoot: procRoot, written: map[int]int{}, originalNice: map[int]int{}, modes: map[int]int{}, started: map[int]uint64{}}
+	return &Backend{kind: kind, cpus: cpus, procRoot: procRoot, written: map[int]int{}, originalNice: map[int]int{}, modes: map[int]heldMode{}, loops: map[string]*fairness.Loop{}, started: map[int]uint64{}}
 }
 
 // KernelABI is the sched_setweight ABI in use, 0 for the nice backend.
@@ -132,20 +143,18 @@ var ErrNoABI = errors.New("the kernel does not publish the sched_setweight ABI")
 func (b *Backend) Name() string { return string(b.kind) }
 
 // threadWeights gives every thread of a pod its weight under the pod's
-// policy, in nice-0 = 1024 units, for a process weight of 1024: PFS splits
-// it into integers that add up to exactly 1024 (rounding each thread alone
-// would skew a 200-thread process by several points), TFPS scales it by
-// CPUs / threads. Heavier process weights are not used on purpose: with one
-// thread hundreds of times heavier than others EEVDF's shares drift from
-// the weights (kernel/README.md).
-func threadWeights(pod enforce.Pod, cpus int) map[int]float64 {
-	const processWeight = fairness.Nice0Weight
+// policy, in nice-0 = 1024 units, from each process's weight (weights, in
+// pod.Processes' order): PFS splits it into integers that add up to it
+// exactly (rounding each thread alone would skew a 200-thread process by
+// several points), TFPS scales it by CPUs / threads.
+func threadWeights(pod enforce.Pod, cpus int, weights []int) map[int]float64 {
 	out := map[int]float64{}
-	for _, p := range pod.Processes {
+	for i, p := range pod.Processes {
 		n := len(p.Threads)
 		if n == 0 {
 			continue
 		}
+		processWeight := weights[i]
 		switch pod.ThreadPolicy {
 		case fairness.PFS:
 			base, extra := processWeight/n, processWeight%n
@@ -158,7 +167,7 @@ func threadWeights(pod enforce.Pod, cpus int) map[int]float64 {
 			}
 		case fairness.TFPS:
 			for _, tid := range p.Threads {
-				out[tid] = math.Max(MinWeight, math.Round(fairness.TFPSThreadWeight(processWeight, n, cpus)))
+				out[tid] = math.Max(MinWeight, math.Round(fairness.TFPSThreadWeight(float64(processWeight), n, cpus)))
 			}
 		default: // None; TWRS only as the kernel's process mode (ABI 2)
 		}
@@ -166,9 +175,53 @@ func threadWeights(pod enforce.Pod, cpus int) map[int]float64 {
 	return out
 }
 
-// processWeight is the weight of every process in nice-0 = 1024 units (see
-// threadWeights for why not more).
+// processWeight is a process's weight in nice-0 = 1024 units before its
+// pod's loop corrects it. Heavier ones are not used on purpose: with one
+// thread hundreds of times heavier than others EEVDF's shares drift from
+// the weights (kernel/README.md).
 const processWeight = fairness.Nice0Weight
+
+// processWeights is the weight of each of the pod's processes (in
+// pod.Processes' order): processWeight, times what the pod's loop learnt
+// where the backend is the syscall one and the policy splits the pod
+// between its processes (fairness.ProcessTargets). The loop compares each
+// process's CPU in the window with its target, among the backlogged
+// processes, by their threads' average runnable count (run + wait over the
+// window: the Go runtime's helper threads that woke for a moment count for
+// what they ran).
+func (b *Backend) processWeights(pod enforce.Pod, window, period time.Duration) []int {
+	out := make([]int, len(pod.Processes))
+	for i := range out {
+		out[i] = processWeight
+	}
+	var targets []float64
+	if b.kind == Syscall && len(pod.Processes) > 1 && window > 0 {
+		runnable := make([]float64, len(pod.Processes))
+		for i, p := range pod.Processes {
+			runnable[i] = float64(p.CPU+p.Wait) / float64(window)
+		}
+		targets = fairness.ProcessTargets(pod.ThreadPolicy, runnable)
+	}
+	if targets == nil {
+		delete(b.loops, pod.UID)
+		return out
+	}
+	l := b.loops[pod.UID]
+	if l == nil {
+		l = &fairness.Loop{}
+		b.loops[pod.UID] = l
+	}
+	in := make([]fairness.LoopInput, len(pod.Processes))
+	for i, p := range pod.Processes {
+		in[i] = fairness.LoopInput{Name: strconv.Itoa(p.PID), Entitled: targets[i], CPU: p.CPU, Backlogged: fairness.Backlogged(p.Wait, window)}
+	}
+	// A period's window lands a hair either side of the period (the
+	// ticker): each one counts, a kicked step's short one adds to the next.
+	for i, m := range l.Step(fairness.DefaultCorrection, in, window, period-period/10) {
+		out[i] = int(math.Round(math.Min(MaxWeight, math.Max(MinWeight, processWeight*m))))
+	}
+	return out
+}
 
 // modeOf is the kernel's process mode for a policy, 0 when the policy is
 // not one (or this backend cannot set modes).
@@ -194,9 +247,10 @@ func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 	var errs []error
 	defer b.prune(plan)
 	for _, pod := range plan.Pods {
+		weights := b.processWeights(pod, plan.Window, plan.Period)
 		if mode := b.modeOf(pod.ThreadPolicy); mode != 0 {
-			for _, p := range pod.Processes {
-				if err := b.setMode(p, mode, &res); err != nil {
+			for i, p := range pod.Processes {
+				if err := b.setMode(p, mode, weights[i], &res); err != nil {
 					errs = append(errs, err)
 				}
 			}
@@ -214,12 +268,12 @@ func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 				}
 			}
 		}
-		weights := threadWeights(pod, b.cpus)
+		threadWeight := threadWeights(pod, b.cpus, weights)
 		var exact, rounded []float64
 		for _, p := range pod.Processes {
 			var e, r float64
 			for _, tid := range p.Threads {
-				w, ok := weights[tid]
+				w, ok := threadWeight[tid]
 				if !ok {
 					continue
 				}
@@ -241,9 +295,9 @@ func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 	return res, errors.Join(errs...)
 }
 
-// setMode puts a process in the kernel's mode with processWeight, unless it
-// is there already.
-func (b *Backend) setMode(p enforce.Process, mode int, res *enforce.Result) error {
+// setMode puts a process in the kernel's mode with the process weight,
+// unless it is there already.
+func (b *Backend) setMode(p enforce.Process, mode, weight int, res *enforce.Result) error {
 	haveMode, err := getweight(p.PID, flagProcess|flagGetMode)
 	var haveWeight int
 	if err == nil {
@@ -257,22 +311,22 @@ func (b *Backend) setMode(p enforce.Process, mode int, res *enforce.Result) erro
 	if err != nil {
 		return fmt.Errorf("sched_getweight(%d, process): %w", p.PID, err)
 	}
-	if last, ok := b.modes[p.PID]; ok && (last != haveMode || haveWeight != processWeight) {
+	if last, ok := b.modes[p.PID]; ok && last != (heldMode{haveMode, haveWeight}) {
 		res.Drift++
 	}
-	if haveMode != mode || haveWeight != processWeight {
-		if err := setweight(p.PID, flagProcess|mode, processWeight); err != nil {
+	if haveMode != mode || haveWeight != weight {
+		if err := setweight(p.PID, flagProcess|mode, weight); err != nil {
 			if errors.Is(err, unix.ESRCH) {
 				res.Vanished++
 				delete(b.modes, p.PID)
 				return nil
 			}
-			return fmt.Errorf("sched_setweight(%d, process mode %#x, %d): %w", p.PID, mode, processWeight, err)
+			return fmt.Errorf("sched_setweight(%d, process mode %#x, %d): %w", p.PID, mode, weight, err)
 		}
 		res.Writes++
 	}
 	b.own(p.PID)
-	b.modes[p.PID] = mode
+	b.modes[p.PID] = heldMode{mode, weight}
 	// The mode owns the threads' weights now: nothing per thread to restore.
 	for _, tid := range p.Threads {
 		delete(b.written, tid)
@@ -460,14 +514,20 @@ func (b *Backend) same(id int) bool {
 
 // prune forgets, after every apply, each thread and process the backend
 // holds a value of that the plan did not name and that has exited or whose
-// id another task took (nothing is ever restored on them), and the start
-// times of those it no longer holds a value of.
+// id another task took (nothing is ever restored on them), the start
+// times of those it no longer holds a value of, and the loops of pods the
+// plan did not name.
 func (b *Backend) prune(plan enforce.Plan) {
 	if b.named == nil {
 		b.named = map[int]bool{}
 	}
 	named := b.named
 	clear(named)
+	for uid := range b.loops {
+		if !slices.ContainsFunc(plan.Pods, func(p enforce.Pod) bool { return p.UID == uid }) {
+			delete(b.loops, uid)
+		}
+	}
 	for _, pod := range plan.Pods {
 		for _, p := range pod.Processes {
 			named[p.PID] = true

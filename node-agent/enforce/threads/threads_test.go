@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,22 +24,35 @@ var inGuest = os.Getenv("KUBEFAIR_IN_GUEST")
 func TestMain(m *testing.M) {
 	// Re-executed as a spinner: N threads burning CPU until killed, and N
 	// more on SIGUSR1; each prints its thread id once it spins, so that the
-	// test knows them from the runtime's own threads.
+	// test knows them from the runtime's own threads. They run on CPU 0
+	// unless KUBEFAIR_SPIN_ANYWHERE is set.
 	if n, err := strconv.Atoi(os.Getenv("KUBEFAIR_SPIN")); err == nil {
 		// Every spinner needs a P of its own to stay runnable in the kernel's eyes.
 		runtime.GOMAXPROCS(2*n + 1)
 		var cpu0 unix.CPUSet
 		cpu0.Set(0)
+		pinned := os.Getenv("KUBEFAIR_SPIN_ANYWHERE") == ""
+		// Every thread is made and announced before any spins: under TCG a
+		// new thread beside dozens of busy ones takes seconds to start.
 		start := func() {
+			var made sync.WaitGroup
+			spin := make(chan struct{})
 			for i := 0; i < n; i++ {
+				made.Add(1)
 				go func() {
 					runtime.LockOSThread()
-					_ = unix.SchedSetaffinity(0, &cpu0) // this thread only
+					if pinned {
+						_ = unix.SchedSetaffinity(0, &cpu0) // this thread only
+					}
 					fmt.Println(unix.Gettid())
+					made.Done()
+					<-spin
 					for {
 					}
 				}()
 			}
+			made.Wait()
+			close(spin)
 		}
 		more := make(chan os.Signal, 1)
 		signal.Notify(more, unix.SIGUSR1)
@@ -53,7 +67,7 @@ func TestMain(m *testing.M) {
 func TestThreadWeightsFollowThePolicy(t *testing.T) {
 	pod := enforce.Pod{Processes: []enforce.Process{{PID: 1, Threads: []int{1}}, {PID: 2, Threads: []int{2, 3, 4, 5}}}}
 	pod.ThreadPolicy = fairness.PFS
-	w := threadWeights(pod, 2)
+	w := threadWeights(pod, 2, []int{1024, 1024})
 	if w[1] != 1024 || w[2] != 256 || w[5] != 256 {
 		t.Fatalf("PFS weights %v", w)
 	}
@@ -63,20 +77,75 @@ func TestThreadWeightsFollowThePolicy(t *testing.T) {
 		many.Processes[0].Threads = append(many.Processes[0].Threads, tid)
 	}
 	var sum float64
-	for _, v := range threadWeights(many, 2) {
+	for _, v := range threadWeights(many, 2, []int{1024}) {
 		sum += v
 	}
 	if sum != 1024 {
 		t.Fatalf("200 PFS thread weights add up to %v, want 1024", sum)
 	}
 	pod.ThreadPolicy = fairness.TFPS
-	w = threadWeights(pod, 2)
-	if w[1] != 1024 || w[2] != 512 {
+	w = threadWeights(pod, 2, []int{1024, 2048})
+	if w[1] != 1024 || w[2] != 1024 {
 		t.Fatalf("TFPS weights %v", w)
 	}
 	pod.ThreadPolicy = fairness.None
-	if w = threadWeights(pod, 2); len(w) != 0 {
+	if w = threadWeights(pod, 2, []int{1024, 1024}); len(w) != 0 {
 		t.Fatalf("None must leave threads alone: %v", w)
+	}
+}
+
+// TestProcessWeightsFollowTheirTargets: the syscall backend's per-pod loop
+// raises the weight of a backlogged process that got less than its part of
+// the pod under the policy and lowers one that got more, settles where each
+// gets its part, and leaves a lone process, a policy without a split and
+// the nice backend at the plain process weight.
+func TestProcessWeightsFollowTheirTargets(t *testing.T) {
+	const window = time.Second
+	// A 1-thread process beside processes of 8 and 50 threads, all
+	// backlogged, measured at 20 / 30 / 50 % of the pod's 1.5 CPUs.
+	pod := func(policy fairness.ThreadPolicy, cpu ...time.Duration) enforce.Pod {
+		threads := []int{1, 8, 50}
+		p := enforce.Pod{UID: "u", ThreadPolicy: policy}
+		for i, c := range cpu {
+			run := time.Duration(threads[i]) * window
+			p.Processes = append(p.Processes, enforce.Process{PID: 10 + i, Threads: make([]int, threads[i]), CPU: c, Wait: run - c})
+		}
+		return p
+	}
+	b := newBackend(Syscall, "/proc", 2)
+	w := b.processWeights(pod(fairness.PFS, 300*time.Millisecond, 450*time.Millisecond, 750*time.Millisecond), window, window)
+	if !(w[0] > processWeight && w[1] > processWeight && w[2] < processWeight) {
+		t.Fatalf("PFS below, below and above a third: weights %v, want up, up, down from %d", w, processWeight)
+	}
+	// Each at its third: the weights stay where the loop took them.
+	at := b.processWeights(pod(fairness.PFS, 500*time.Millisecond, 500*time.Millisecond, 500*time.Millisecond), window, window)
+	if at[0] != w[0] || at[1] != w[1] || at[2] != w[2] {
+		t.Fatalf("on target the weights moved: %v, then %v", w, at)
+	}
+	// TWRS's parts (eq. 3.3): 6.3 / 44.5 / 49.1 %; the 1-thread process
+	// at 20 % is far above its part. (A new policy starts from the plain
+	// weights: what the loop learnt belongs to the old one.)
+	b.processWeights(pod(fairness.TWRS, 300*time.Millisecond, 450*time.Millisecond, 750*time.Millisecond), window, window)
+	w = b.processWeights(pod(fairness.TWRS, 300*time.Millisecond, 450*time.Millisecond, 750*time.Millisecond), window, window)
+	if !(w[0] < processWeight && w[1] > processWeight) {
+		t.Fatalf("TWRS above and below eq. 3.3: weights %v, want down, up from %d", w, processWeight)
+	}
+	for name, c := range map[string]struct {
+		b   *Backend
+		pod enforce.Pod
+	}{
+		"a lone process":   {newBackend(Syscall, "/proc", 2), pod(fairness.PFS, 300*time.Millisecond)},
+		"TFPS":             {newBackend(Syscall, "/proc", 2), pod(fairness.TFPS, 300*time.Millisecond, 750*time.Millisecond)},
+		"the nice backend": {newBackend(Nice, "/proc", 2), pod(fairness.PFS, 300*time.Millisecond, 750*time.Millisecond)},
+	} {
+		for _, v := range c.b.processWeights(c.pod, window, window) {
+			if v != processWeight {
+				t.Errorf("%s: weight %d, want the plain %d", name, v, processWeight)
+			}
+		}
+		if len(c.b.loops) != 0 {
+			t.Errorf("%s: the backend keeps a loop", name)
+		}
 	}
 }
 
