@@ -186,9 +186,10 @@ const processWeight = fairness.Nice0Weight
 // where the backend is the syscall one and the policy splits the pod
 // between its processes (fairness.ProcessTargets). The loop compares each
 // process's CPU in the window with its target, among the backlogged
-// processes, by their threads' average runnable count (run + wait over the
-// window: the Go runtime's helper threads that woke for a moment count for
-// what they ran).
+// processes, by how many of their threads were runnable: run + wait over
+// the window, rounded (helper threads that wake for a moment, such as the
+// Go runtime's, would otherwise move the targets every period, and a
+// target that moves restarts the loop).
 func (b *Backend) processWeights(pod enforce.Pod, window, period time.Duration) []int {
 	out := make([]int, len(pod.Processes))
 	for i := range out {
@@ -198,7 +199,7 @@ func (b *Backend) processWeights(pod enforce.Pod, window, period time.Duration) 
 	if b.kind == Syscall && len(pod.Processes) > 1 && window > 0 {
 		runnable := make([]float64, len(pod.Processes))
 		for i, p := range pod.Processes {
-			runnable[i] = float64(p.CPU+p.Wait) / float64(window)
+			runnable[i] = max(1, math.Round(float64(p.CPU+p.Wait)/float64(window)))
 		}
 		targets = fairness.ProcessTargets(pod.ThreadPolicy, runnable)
 	}
