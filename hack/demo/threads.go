@@ -29,15 +29,11 @@ type threadTable struct {
 func startThreads(ctx context.Context, k client.Client, n *clusterNode, stock bool) (*threadTable, error) {
 	tt := n.threads
 	if tt == nil {
-		tt = &threadTable{n: n}
-		for _, tn := range n.sc.Tenants {
-			if len(tn.Workloads) == 1 && len(tn.Workloads[0].Children) > 0 {
-				tt.tenant = tn
-			}
-		}
-		if tt.tenant.Name == "" {
+		tn, ok := n.sc.ThreadsTenant()
+		if !ok {
 			return nil, fmt.Errorf("no tenant on %s runs processes of different thread counts", n.name)
 		}
+		tt = &threadTable{n: n, tenant: tn}
 		groups, err := n.sc.Groups(ctx, k)
 		if err != nil {
 			return nil, err
@@ -79,7 +75,7 @@ func (tt *threadTable) stop(ctx context.Context) error {
 // aims at: its threads' proportion (stock) and an equal part (PFS).
 func (tt *threadTable) print() {
 	w := tt.tenant.Workloads[0]
-	counts := append([]int{w.Threads}, w.Children...)
+	counts := tt.tenant.ProcessThreads()
 	fmt.Printf("\nthreads inside tenant %s's pod on %s (share of the pod's CPU; stock, then kubefair's PFS over the last 10 s):\n", tt.tenant.Name, tt.n.name)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROCESS\tTHREADS' PROPORTION\tSTOCK\tPFS (A THIRD)\tKUBEFAIR")

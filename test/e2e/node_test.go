@@ -66,8 +66,13 @@ func TestSystemdNode(t *testing.T) {
 			}
 		}
 	})
+	// Beside the greedy tenants, render's one pod runs processes of 1, 8
+	// and 50 threads: each window reads how they split the pod too.
+	sc := scenario.GreedyThreads.On(g.Name())
+	threadsTenant, _ := sc.ThreadsTenant()
+	procs := &processSampler{g: g, tenant: threadsTenant}
 	w := &world{t: t, c: c, k8s: newClient(t, c), ctx: ctx, tools: scenario.Tools{Cluster: c, Helm: os.Getenv("HELM")},
-		sc: scenario.Greedy.On(g.Name()), node: g.Name(), cpu: scenario.GuestUsage(g), window: guestWindow, windows: guestWindows, scraper: new(string)}
+		sc: sc, node: g.Name(), cpu: procs.wrap(scenario.GuestUsage(g)), window: guestWindow, windows: guestWindows, scraper: new(string)}
 	n := &guestWorld{world: w, g: g}
 	n.checkNodeShape()
 
@@ -89,8 +94,10 @@ func TestSystemdNode(t *testing.T) {
 	stockWeights := n.weights()
 	n.checkStockWeights(stockWeights)
 	n.checkLogsThroughAPIServer()
+	procs.find(w)
 	time.Sleep(2 * time.Second)
 	stock := w.measure()
+	stockProcs := procs.take()
 
 	if err := w.tools.InstallKubefair(ctx, true, onHost...); err != nil {
 		t.Fatal(err)
@@ -112,11 +119,16 @@ func TestSystemdNode(t *testing.T) {
 	checkAgentCaps(t, "the host", hostAgentProc(t, "status"), 0)
 	n.checkSyscallBackend()
 	firstBoot := w.waitReport(time.Time{}, "")
-	time.Sleep(10 * time.Second) // the closed loop settles
+	time.Sleep(10 * time.Second) // the closed loops settle
+	procs.take()
 	kf := w.measure()
+	kfProcs := procs.take()
 	w.printComparison(stock, kf)
+	t.Log("\n" + procs.table(fairness.PFS, stockProcs, kfProcs))
 	w.checkShares("kubefair on the cgroup v2 systemd node", kf)
 	w.checkStock(stock, true)
+	procs.check(w, "kubefair's PFS under kubelet", fairness.PFS, kfProcs)
+	procs.checkStock(w, stockProcs)
 	r := w.report()
 	if c := meta.FindStatusCondition(r.Conditions, kubefairv1.ConditionPodCgroupsFound); c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "systemd driver") {
 		t.Errorf("the guest's report says %+v, want PodCgroupsFound True with the systemd driver", c)
@@ -165,8 +177,11 @@ func TestSystemdNode(t *testing.T) {
 		})
 	})
 
+	// The restarted agent finds render under TWRS: its windows check both.
 	t.Run("agent restarted", func(t *testing.T) {
 		w := w.with(t)
+		procs.setThreadPolicy(w, kubefairv1.ThreadPolicyTWRS)
+		defer procs.setThreadPolicy(w, kubefairv1.ThreadPolicyPFS)
 		old := n.agentPod()
 		if err := w.k8s.Delete(w.ctx, &old); err != nil {
 			t.Fatal(err)
@@ -176,8 +191,14 @@ func TestSystemdNode(t *testing.T) {
 			return p.UID != old.UID && ready(p), "waiting"
 		})
 		w.waitReport(time.Now(), firstBoot)
-		time.Sleep(settle)
-		w.checkShares("after the agent restarted", w.measure())
+		// The new agent's per-pod loop learns TWRS from the plain weights.
+		time.Sleep(30 * time.Second)
+		procs.take()
+		restarted := w.measure()
+		twrs := procs.take()
+		t.Log("\n" + procs.table(fairness.TWRS, stockProcs, twrs))
+		w.checkShares("after the agent restarted", restarted)
+		procs.check(w, "kubefair's TWRS under kubelet, after the agent restarted", fairness.TWRS, twrs)
 		w.checkCost()
 	})
 

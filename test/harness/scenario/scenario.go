@@ -110,7 +110,27 @@ var (
 	// runs processes of 1, 8 and 50 threads, beside etl's four
 	// single-thread pods, weighted 2:1.
 	Threads = Scenario{Tenants: []Tenant{render, etl}}
+	// GreedyThreads is the node suite's: the greedy tenants and render.
+	GreedyThreads = Scenario{Tenants: append(slices.Clone(Greedy.Tenants), render)}
 )
+
+// ThreadsTenant is the scenario's tenant whose one pod runs processes of
+// different thread counts (Workload.Children), if any.
+func (s Scenario) ThreadsTenant() (Tenant, bool) {
+	for _, tn := range s.Tenants {
+		if len(tn.Workloads) == 1 && tn.Workloads[0].Pods == 1 && len(tn.Workloads[0].Children) > 0 {
+			return tn, true
+		}
+	}
+	return Tenant{}, false
+}
+
+// ProcessThreads are the thread counts of the tenant's processes, the
+// pod's main process first (what ProcessUsage keys them by).
+func (t Tenant) ProcessThreads() []int {
+	w := t.Workloads[0]
+	return append([]int{w.Threads}, w.Children...)
+}
 
 // On is the scenario with its pods pinned to node.
 func (s Scenario) On(node string) Scenario { s.Node = node; return s }
