@@ -98,13 +98,13 @@ type Agent struct {
 	procs    procReader
 	sweepAge int // periods, for procs.sweep
 	// owner (thread → process), active (process → threads that ran or
-	// waited), runs and waits (process → their times) are measure's
-	// scratch, cleared for each pod: a thousand
-	// threads a period need not be a thousand map entries to collect.
+	// waited) and spent (process → those threads' run and wait, for a
+	// thread backend) are measure's scratch, cleared for each pod: a
+	// thousand threads a period need not be a thousand map entries to
+	// collect.
 	owner  map[int]int
 	active map[int][]int
-	runs   map[int]time.Duration
-	waits  map[int]time.Duration
+	spent  map[int]threadTimes
 	// The pod cgroups last discovered, discovered again when a pod on the
 	// node has none known, when a pod cgroup vanishes, and every
 	// discoveryRefreshPeriods periods.
@@ -299,7 +299,7 @@ func New(cfg Config, o Options) (*Agent, error) {
 	a := &Agent{
 		cfg: cfg, log: o.Log, node: n,
 		reader: o.Reader, writer: o.Writer, metrics: o.Metrics, bootID: hex.EncodeToString(b),
-		kick: make(chan struct{}, 1), procs: procReader{root: cfg.ProcRoot}, owner: map[int]int{}, active: map[int][]int{}, runs: map[int]time.Duration{}, waits: map[int]time.Duration{}, relist: true, pods: map[string]*podState{}, billed: newBillingCounters(), window: map[string]*tenantWindow{},
+		kick: make(chan struct{}, 1), procs: procReader{root: cfg.ProcRoot}, owner: map[int]int{}, active: map[int][]int{}, spent: map[int]threadTimes{}, relist: true, pods: map[string]*podState{}, billed: newBillingCounters(), window: map[string]*tenantWindow{},
 	}
 	a.loadLoops()
 	return a, nil
@@ -928,9 +928,9 @@ func (a *Agent) readThreads(ps *podState, readAt time.Time, dt time.Duration) ti
 	}
 	var wait time.Duration
 	ps.running = 0
-	run, waited := a.runs, a.waits // pid → this period's run and wait
-	clear(run)
-	clear(waited)
+	spent := a.spent
+	clear(spent)
+	perProcess := a.node.threads != "" // only a thread backend's loop uses them
 	if ps.seen {
 		for tid, now := range threads {
 			before, ok := ps.threads[tid]
@@ -942,11 +942,13 @@ func (a *Agent) readThreads(ps *podState, readAt time.Time, dt time.Duration) ti
 			}
 			dRun, dWait := now.run-before.run, now.wait-before.wait
 			wait += time.Duration(float64(dWait) * scale)
-			run[owner[tid]] += time.Duration(float64(dRun) * scale)
-			waited[owner[tid]] += time.Duration(float64(dWait) * scale)
 			if dRun+dWait > 0 {
 				ps.running++
 				active[owner[tid]] = append(active[owner[tid]], tid)
+				if perProcess {
+					sum := spent[owner[tid]]
+					spent[owner[tid]] = threadTimes{run: sum.run + dRun, wait: sum.wait + dWait}
+				}
 			}
 		}
 	}
@@ -960,7 +962,9 @@ func (a *Agent) readThreads(ps *podState, readAt time.Time, dt time.Duration) ti
 	for _, pid := range ps.pids {
 		if tids := active[pid]; len(tids) > 0 {
 			sort.Ints(tids)
-			ps.processes = append(ps.processes, enforce.Process{PID: pid, Threads: tids, CPU: run[pid], Wait: waited[pid]})
+			sum := spent[pid]
+			ps.processes = append(ps.processes, enforce.Process{PID: pid, Threads: tids,
+				CPU: time.Duration(float64(sum.run) * scale), Wait: time.Duration(float64(sum.wait) * scale)})
 		}
 	}
 	ps.threads, ps.spare = threads, ps.threads

@@ -77,7 +77,7 @@ func TestThreadFiguresKeptWhileSteady(t *testing.T) {
 	}
 	write("42/task/42/schedstat", "100 0 1\n")
 	write("42/task/43/schedstat", "5 0 1\n")
-	a := &Agent{node: &node{}, procs: procReader{root: root}, owner: map[int]int{}, active: map[int][]int{}, runs: map[int]time.Duration{}, waits: map[int]time.Duration{}}
+	a := &Agent{node: &node{}, procs: procReader{root: root}, owner: map[int]int{}, active: map[int][]int{}, spent: map[int]threadTimes{}}
 	ps := &podState{pids: []int{42}}
 	t0 := time.Now()
 	if wait := a.readThreads(ps, t0, time.Second); wait != 0 || ps.running != 0 {
@@ -112,6 +112,7 @@ func TestThreadFiguresKeptWhileSteady(t *testing.T) {
 
 	// Three periods later: thread 42 ran and waited 3 s in all, 43 did nothing.
 	write("42/task/42/schedstat", "400 3000000000 2\n")
+	a.node.threads = threads.Kind("syscall") // process times are a thread backend's
 	wait := a.readThreads(ps, t0.Add(3*time.Second), time.Second)
 	if wait != time.Second || ps.running != 1 || ps.waitRate != 1 {
 		t.Errorf("after three periods: wait %v a period (rate %v), %d running threads; want 1s, 1, 1", wait, ps.waitRate, ps.running)

@@ -15,7 +15,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -524,9 +523,15 @@ func (b *Backend) prune(plan enforce.Plan) {
 	}
 	named := b.named
 	clear(named)
-	for uid := range b.loops {
-		if !slices.ContainsFunc(plan.Pods, func(p enforce.Pod) bool { return p.UID == uid }) {
-			delete(b.loops, uid)
+	if len(b.loops) > 0 {
+		planned := make(map[string]bool, len(plan.Pods))
+		for _, pod := range plan.Pods {
+			planned[pod.UID] = true
+		}
+		for uid := range b.loops {
+			if !planned[uid] {
+				delete(b.loops, uid)
+			}
 		}
 	}
 	for _, pod := range plan.Pods {
