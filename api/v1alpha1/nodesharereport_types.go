@@ -175,6 +175,12 @@ type NodeShareReport struct {
 	// else and put back, since BootID started.
 	// +optional
 	DriftCorrections int64 `json:"driftCorrections,omitempty"`
+	// NiceRoundingErrorPoints is, with the nice backend, the largest error
+	// in percentage points between a pod's processes' shares that rounding
+	// their threads' weights to nice levels caused in the agent's last
+	// period (0 with exact weights: the syscall backend).
+	// +optional
+	NiceRoundingErrorPoints float64 `json:"niceRoundingErrorPoints,omitempty"`
 	// Tenants are the per-tenant figures, sorted by name then UID.
 	// +listType=map
 	// +listMapKey=uid

@@ -12,6 +12,7 @@ import (
 type Metrics struct {
 	entitled, achieved *prometheus.GaugeVec
 	errorPoints        prometheus.Gauge
+	niceRounding       prometheus.Gauge
 	writes, drift      prometheus.Counter
 	burstableRepairs   prometheus.Counter
 	unmeasured         prometheus.Gauge
@@ -28,6 +29,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Share of this node's CPUs the tenant used in the last period (0..1)."}, []string{"tenant"}),
 		errorPoints: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kubefair_agent_fairness_error_points",
 			Help: "Largest |achieved - entitled| over backlogged tenants in the last period, in percentage points."}),
+		niceRounding: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kubefair_agent_nice_rounding_error_points",
+			Help: "Largest error between a pod's processes' shares that rounding thread weights to nice levels caused in the last period (the nice backend), in percentage points."}),
 		writes: prometheus.NewCounter(prometheus.CounterOpts{Name: "kubefair_agent_writes_total",
 			Help: "Weights written because they differed from the plan."}),
 		drift: prometheus.NewCounter(prometheus.CounterOpts{Name: "kubefair_agent_drift_total",
@@ -41,7 +44,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		loop: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kubefair_agent_loop_seconds",
 			Help: "Time one period of the agent's loop took.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 	}
-	reg.MustRegister(m.entitled, m.achieved, m.errorPoints, m.writes, m.drift, m.burstableRepairs, m.unmeasured, m.running, m.loop)
+	reg.MustRegister(m.entitled, m.achieved, m.errorPoints, m.niceRounding, m.writes, m.drift, m.burstableRepairs, m.unmeasured, m.running, m.loop)
 	return m
 }
 
@@ -56,6 +59,7 @@ func (m *Metrics) observe(s Step, took time.Duration) {
 		e, a, b = append(e, t.Entitled), append(a, t.Achieved), append(b, t.Backlogged)
 	}
 	m.errorPoints.Set(fairness.MaxErrorPoints(e, a, b))
+	m.niceRounding.Set(s.Result.ApproxErrorPoints)
 	m.writes.Add(float64(s.Result.Writes))
 	m.drift.Add(float64(s.Result.Drift))
 	m.unmeasured.Set(float64(s.UnmeasuredPods))
