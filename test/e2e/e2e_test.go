@@ -103,6 +103,8 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("nice backend", w.checkNiceBackend)
+
 	// The agent pod deleted, then the node's two daemons restarted one
 	// after the other, with one measurement after all three (each alone
 	// asserted the same things; the node suite restarts the agent alone).

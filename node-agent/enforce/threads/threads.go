@@ -143,15 +143,24 @@ func (b *Backend) Name() string { return string(b.kind) }
 
 // threadWeights gives every thread of a pod its weight under the pod's
 // policy, in nice-0 = 1024 units, from each process's weight (weights, in
-// pod.Processes' order): PFS splits it into integers that add up to it
-// exactly (rounding each thread alone would skew a 200-thread process by
-// several points), TFPS scales it by CPUs / threads.
-func threadWeights(pod enforce.Pod, cpus int, weights []int) map[int]float64 {
+// pod.Processes' order): PFS gives each of its threads an n-th of it for n
+// runnable threads, as integers any n of which add up to it exactly
+// (rounding each thread alone would skew a 200-thread process by several
+// points); TFPS scales it by CPUs / n. A process's runnable threads are its run + wait
+// over the window, rounded (at least 1, at most the threads that ran):
+// the Go runtime's helpers, which run for moments, would otherwise each
+// take a runnable thread's part (a 1-thread Go burner's spinner weighed a
+// third of its process beside three helpers). Without a window, every
+// thread that ran counts.
+func threadWeights(pod enforce.Pod, cpus int, weights []int, window time.Duration) map[int]float64 {
 	out := map[int]float64{}
 	for i, p := range pod.Processes {
 		n := len(p.Threads)
 		if n == 0 {
 			continue
+		}
+		if window > 0 {
+			n = min(n, runnable(p, window))
 		}
 		processWeight := weights[i]
 		switch pod.ThreadPolicy {
@@ -159,7 +168,7 @@ func threadWeights(pod enforce.Pod, cpus int, weights []int) map[int]float64 {
 			base, extra := processWeight/n, processWeight%n
 			for i, tid := range p.Threads {
 				w := base
-				if i < extra {
+				if i%n < extra {
 					w++
 				}
 				out[tid] = float64(max(w, MinWeight))
@@ -172,6 +181,12 @@ func threadWeights(pod enforce.Pod, cpus int, weights []int) map[int]float64 {
 		}
 	}
 	return out
+}
+
+// runnable is how many of a process's threads were runnable in the
+// window: their run + wait over it, rounded, at least 1.
+func runnable(p enforce.Process, window time.Duration) int {
+	return max(1, int(math.Round(float64(p.CPU+p.Wait)/float64(window))))
 }
 
 // processWeight is a process's weight in nice-0 = 1024 units before its
@@ -196,11 +211,11 @@ func (b *Backend) processWeights(pod enforce.Pod, window, period time.Duration) 
 	}
 	var targets []float64
 	if b.kind == Syscall && len(pod.Processes) > 1 && window > 0 {
-		runnable := make([]float64, len(pod.Processes))
+		counts := make([]float64, len(pod.Processes))
 		for i, p := range pod.Processes {
-			runnable[i] = max(1, math.Round(float64(p.CPU+p.Wait)/float64(window)))
+			counts[i] = float64(runnable(p, window))
 		}
-		targets = fairness.ProcessTargets(pod.ThreadPolicy, runnable)
+		targets = fairness.ProcessTargets(pod.ThreadPolicy, counts)
 	}
 	if targets == nil {
 		delete(b.loops, pod.UID)
@@ -268,7 +283,7 @@ func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 				}
 			}
 		}
-		threadWeight := threadWeights(pod, b.cpus, weights)
+		threadWeight := threadWeights(pod, b.cpus, weights, plan.Window)
 		var exact, rounded []float64
 		for _, p := range pod.Processes {
 			var e, r float64

@@ -3,6 +3,7 @@ package threads
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"runtime"
@@ -67,7 +68,7 @@ func TestMain(m *testing.M) {
 func TestThreadWeightsFollowThePolicy(t *testing.T) {
 	pod := enforce.Pod{Processes: []enforce.Process{{PID: 1, Threads: []int{1}}, {PID: 2, Threads: []int{2, 3, 4, 5}}}}
 	pod.ThreadPolicy = fairness.PFS
-	w := threadWeights(pod, 2, []int{1024, 1024})
+	w := threadWeights(pod, 2, []int{1024, 1024}, 0)
 	if w[1] != 1024 || w[2] != 256 || w[5] != 256 {
 		t.Fatalf("PFS weights %v", w)
 	}
@@ -77,20 +78,44 @@ func TestThreadWeightsFollowThePolicy(t *testing.T) {
 		many.Processes[0].Threads = append(many.Processes[0].Threads, tid)
 	}
 	var sum float64
-	for _, v := range threadWeights(many, 2, []int{1024}) {
+	for _, v := range threadWeights(many, 2, []int{1024}, 0) {
 		sum += v
 	}
 	if sum != 1024 {
 		t.Fatalf("200 PFS thread weights add up to %v, want 1024", sum)
 	}
 	pod.ThreadPolicy = fairness.TFPS
-	w = threadWeights(pod, 2, []int{1024, 2048})
+	w = threadWeights(pod, 2, []int{1024, 2048}, 0)
 	if w[1] != 1024 || w[2] != 1024 {
 		t.Fatalf("TFPS weights %v", w)
 	}
 	pod.ThreadPolicy = fairness.None
-	if w = threadWeights(pod, 2, []int{1024, 1024}); len(w) != 0 {
+	if w = threadWeights(pod, 2, []int{1024, 1024}, 0); len(w) != 0 {
 		t.Fatalf("None must leave threads alone: %v", w)
+	}
+
+	// Over a window, a process's weight is split by its runnable threads
+	// (run + wait, rounded), not by every thread that ran: a spinner with
+	// two helpers that ran for moments keeps the whole weight, and so do
+	// its helpers (they hardly run); 4 threads runnable 3 of the time get a
+	// third each; 1000 threads that ran can count at most themselves.
+	window := time.Second
+	pod = enforce.Pod{ThreadPolicy: fairness.PFS, Processes: []enforce.Process{
+		{PID: 1, Threads: []int{1, 2, 3}, CPU: 900 * time.Millisecond, Wait: 110 * time.Millisecond},
+		{PID: 2, Threads: []int{4, 5, 6, 7}, CPU: 2 * time.Second, Wait: 900 * time.Millisecond},
+	}}
+	w = threadWeights(pod, 2, []int{1024, 1024}, window)
+	if w[1] != 1024 || w[3] != 1024 || w[4] != 342 || w[5] != 341 || w[6] != 341 || w[7] != 342 {
+		t.Fatalf("PFS weights over a window %v, want 1024 for the spinner's threads, 342/341/341 for the others'", w)
+	}
+	pod.ThreadPolicy = fairness.TFPS
+	if w = threadWeights(pod, 2, []int{1024, 1024}, window); w[1] != 1024 || w[4] != math.Round(fairness.TFPSThreadWeight(1024, 3, 2)) {
+		t.Fatalf("TFPS weights over a window %v, want the spinner's 1024 and the others' CPUs/3", w)
+	}
+	pod.Processes[0].Wait = 10 * time.Second // cannot be more than the threads that ran
+	pod.ThreadPolicy = fairness.PFS
+	if w = threadWeights(pod, 2, []int{1024, 1024}, window); w[1] != 342 || w[2] != 341 {
+		t.Fatalf("PFS weights %v, want a third each for 3 threads", w)
 	}
 }
 

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -61,29 +62,54 @@ func GuestUsage(g *cluster.GuestNode) Usage {
 // one pod on a guest node, by the threads it spins (its -threads): what a
 // thread policy divides between a pod's processes.
 func ProcessUsage(ctx context.Context, g *cluster.GuestNode, p corev1.Pod) (map[int]int64, error) {
-	// utime and stime (/proc/<pid>/stat fields 14 and 15) count every
-	// thread of the process; the command line tells which burner it is.
-	out, err := g.Run(ctx, "cd "+SystemdPodSlice(p)+` && for p in $(cat */cgroup.procs); do echo "$(cut -d' ' -f14,15 /proc/$p/stat) $(tr '\0' ' ' < /proc/$p/cmdline)"; done`)
+	out, err := g.Run(ctx, processUsageScript(SystemdPodSlice(p)))
 	if err != nil {
 		return nil, err
 	}
-	usage := map[int]int64{}
+	return processUsage(p, out)
+}
+
+func processUsage(p corev1.Pod, out string) (map[int]int64, error) {
+	return byBurner(p, out, func(f []string) (int64, error) {
+		if len(f) != 2 {
+			return 0, fmt.Errorf("%d figures, want utime and stime", len(f))
+		}
+		utime, err1 := strconv.ParseInt(f[0], 10, 64)
+		stime, err2 := strconv.ParseInt(f[1], 10, 64)
+		return utime + stime, errors.Join(err1, err2)
+	}, func(sum *int64, v int64) { *sum += v })
+}
+
+// processUsageScript prints each process of a pod cgroup's containers:
+// its utime and stime (/proc/<pid>/stat fields 14 and 15, which count
+// every thread of the process), then its command line, which tells which
+// burner it is.
+func processUsageScript(podDir string) string {
+	return "cd " + podDir + ` && for p in $(cat */cgroup.procs); do echo "$(cut -d' ' -f14,15 /proc/$p/stat) $(tr '\0' ' ' < /proc/$p/cmdline)"; done`
+}
+
+// byBurner folds the lines of a script's output — figures, then a
+// process's command line — into one value per burner process, keyed by
+// its -threads; lines of other processes are skipped.
+func byBurner[V any](p corev1.Pod, out string, parse func(figures []string) (V, error), fold func(*V, V)) (map[int]V, error) {
+	byThreads := map[int]V{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		f := strings.Fields(line)
 		i := slices.Index(f, "-threads")
 		if i < 2 || i+1 >= len(f) {
 			continue // not a burner (the pause process has its own cgroup)
 		}
-		utime, err1 := strconv.ParseInt(f[0], 10, 64)
-		stime, err2 := strconv.ParseInt(f[1], 10, 64)
-		threads, err3 := strconv.Atoi(f[i+1])
-		if err1 != nil || err2 != nil || err3 != nil {
+		v, err := parse(f[:i-1])
+		threads, err2 := strconv.Atoi(f[i+1])
+		if err != nil || err2 != nil {
 			return nil, fmt.Errorf("pod %s/%s's process: %q", p.Namespace, p.Name, line)
 		}
-		usage[threads] += utime + stime
+		sum := byThreads[threads]
+		fold(&sum, v)
+		byThreads[threads] = sum
 	}
-	if len(usage) == 0 {
+	if len(byThreads) == 0 {
 		return nil, fmt.Errorf("no burner process in pod %s/%s: %q", p.Namespace, p.Name, out)
 	}
-	return usage, nil
+	return byThreads, nil
 }

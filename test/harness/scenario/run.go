@@ -107,6 +107,39 @@ func HostUsage(_ context.Context, pods []corev1.Pod) (map[types.UID]int64, error
 	return out, nil
 }
 
+// HostProcessUsage is ProcessUsage for a pod on this host's node.
+func HostProcessUsage(p corev1.Pod) (map[int]int64, error) {
+	out, err := exec.Command("sh", "-c", processUsageScript(PodCgroup("cpu", p))).Output()
+	if err != nil {
+		return nil, fmt.Errorf("pod %s/%s's processes: %w", p.Namespace, p.Name, err)
+	}
+	return processUsage(p, string(out))
+}
+
+// HostThreadNices are the nice levels of the threads of each burner
+// process of a pod on this host's node, by the threads it spins (its
+// -threads): what the nice backend sets.
+func HostThreadNices(p corev1.Pod) (map[int][]int, error) {
+	// The nice level is field 19 of a thread's stat (a burner's name has
+	// no space in it).
+	script := "cd " + PodCgroup("cpu", p) + ` && for p in $(cat */cgroup.procs); do for t in /proc/$p/task/*; do echo "$(cut -d' ' -f19 $t/stat 2>/dev/null) $(tr '\0' ' ' < /proc/$p/cmdline)"; done; done`
+	out, err := exec.Command("sh", "-c", script).Output()
+	if err != nil {
+		return nil, fmt.Errorf("pod %s/%s's threads: %w", p.Namespace, p.Name, err)
+	}
+	return byBurner(p, string(out), func(f []string) ([]int, error) {
+		switch len(f) {
+		case 0:
+			return nil, nil // a thread gone between the two reads
+		case 1:
+		default:
+			return nil, fmt.Errorf("%d figures, want a nice level", len(f))
+		}
+		nice, err := strconv.Atoi(f[0])
+		return []int{nice}, err
+	}, func(all *[]int, v []int) { *all = append(*all, v...) })
+}
+
 // PodCgroup is a pod's cgroup below one controller's mount (the cgroupfs
 // driver's layout on cgroup v1): Guaranteed pods in kubepods, the others
 // in their QoS class's cgroup.
