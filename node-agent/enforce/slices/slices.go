@@ -170,9 +170,10 @@ func (b *Backend) Restore(pods []enforce.Pod) error {
 		leaving[p.Cgroup] = true
 	}
 	var errs []error
+	swept := map[int]bool{}
 	for tid, t := range b.set {
 		if leaving[t.cgroup] {
-			errs = append(errs, b.restoreSame(tid, t))
+			errs = append(errs, b.restoreSame(tid, t, swept))
 		}
 	}
 	return errors.Join(errs...)
@@ -183,19 +184,38 @@ func (b *Backend) RestoreAll() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var errs []error
+	swept := map[int]bool{}
 	for tid, t := range b.set {
-		errs = append(errs, b.restoreSame(tid, t))
+		errs = append(errs, b.restoreSame(tid, t, swept))
 	}
 	return errors.Join(errs...)
 }
 
-// restoreSame restores tid only while it is still the thread it set.
-func (b *Backend) restoreSame(tid int, t thread) error {
+// restoreSame restores tid only while it is still the thread it set, and
+// the threads of its process that hold the slice it set on tid without
+// having been set: a sliced thread's new threads inherit its slice, and
+// those started after the last Apply were never listed (the Go runtime of
+// a pod starting up makes them). swept holds the threads of the processes
+// already looked at. A process a sliced thread forked in that last period
+// keeps the slice (docs/agent.md, "Latency classes").
+func (b *Backend) restoreSame(tid int, t thread, swept map[int]bool) error {
 	if !b.same(tid, t) {
 		delete(b.set, tid)
 		return nil
 	}
-	return b.restore(tid, t, nil)
+	var errs []error
+	if !swept[tid] {
+		for _, sibling := range taskstat.Threads(b.procRoot, tid) {
+			swept[sibling] = true
+			if _, set := b.set[sibling]; set || sibling == tid {
+				continue // restored as itself
+			}
+			if s, err := Of(sibling); err == nil && s == t.slice {
+				errs = append(errs, b.restore(sibling, thread{cgroup: t.cgroup}, nil))
+			}
+		}
+	}
+	return errors.Join(append(errs, b.restore(tid, t, nil))...)
 }
 
 // Held is the slice it set per thread id (tests read it).

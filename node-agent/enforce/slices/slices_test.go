@@ -2,8 +2,11 @@ package slices
 
 import (
 	"os/exec"
+	"runtime"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/kubefair/kubefair/node-agent/enforce"
 )
@@ -111,6 +114,45 @@ func TestRestore(t *testing.T) {
 	if got := sliceOf(t, c); got != def || len(b.Held()) != 0 {
 		t.Errorf("after RestoreAll: %v (want %v), held %v", got, def, b.Held())
 	}
+}
+
+// TestRestoreFindsInheritedSlices: a thread that a sliced thread started
+// after the last Apply holds the slice too without being listed; RestoreAll
+// gives it the kernel's back, and leaves another process's thread that set
+// the same slice itself alone.
+func TestRestoreFindsInheritedSlices(t *testing.T) {
+	b := newBackend(t)
+	listed, inherited, stranger := lockedThread(t), lockedThread(t), sleeper(t)
+	def := sliceOf(t, listed)
+	s := 700 * time.Microsecond
+	if _, err := b.Apply(enforce.Plan{Pods: []enforce.Pod{pod("shop", "podA", s, listed)}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tid := range []int{inherited, stranger} { // as a clone of the listed thread would; the stranger's own choice
+		if err := setSlice(tid, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.RestoreAll(); err != nil {
+		t.Fatal(err)
+	}
+	if l, i, o := sliceOf(t, listed), sliceOf(t, inherited), sliceOf(t, stranger); l != def || i != def || o != s {
+		t.Errorf("after RestoreAll: the listed thread %v, the inherited one %v (want the kernel's %v), the other process's %v (want its own %v)", l, i, def, o, s)
+	}
+}
+
+// lockedThread is the id of an OS thread of the test's own process, kept
+// until the test ends (a goroutine locked to it; the thread exits with it).
+func lockedThread(t *testing.T) int {
+	t.Helper()
+	tid, done := make(chan int), make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		tid <- unix.Gettid()
+		<-done
+	}()
+	t.Cleanup(func() { close(done) })
+	return <-tid
 }
 
 // TestIDsReusedOrGoneAreLeftAlone: a thread id whose start time is not
