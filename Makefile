@@ -140,7 +140,7 @@ cluster-down: ## Stop the local cluster and leave the machine as it was.
 # so that one build makes all the Kubernetes binaries.
 .PHONY: test
 test: deps $(CONTROLLER_GEN) verify ## Run every test suite (needs root for the node suites).
-	$(MAKE) -j2 -Oline cluster-binaries $(TEST_PREREQS)
+	$(MAKE) -j2 cluster-binaries $(TEST_PREREQS)
 	hack/go-test.sh $(GO_TEST_FLAGS) -count=1 -timeout 45m -p 1 ./...
 
 # The demo's second node, a QEMU guest on kubefair's kernel, needs its disk
