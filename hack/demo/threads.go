@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubefair/kubefair/test/harness/podcgroups"
 	"github.com/kubefair/kubefair/test/harness/scenario"
 )
 
@@ -55,14 +56,7 @@ func (tt *threadTable) stop(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var total float64
-	for threads := range after {
-		total += float64(after[threads] - tt.before[threads])
-	}
-	shares := map[int]float64{}
-	for threads := range after {
-		shares[threads] = float64(after[threads]-tt.before[threads]) / total
-	}
+	shares := podcgroups.Shares(tt.before, after)
 	if tt.stockPhase {
 		tt.stock = shares
 	} else {

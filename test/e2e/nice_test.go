@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
+	"github.com/kubefair/kubefair/test/harness/podcgroups"
 	"github.com/kubefair/kubefair/test/harness/scenario"
 )
 
@@ -126,17 +127,7 @@ func (w *world) processSplit(p corev1.Pod) map[int]float64 {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	var total int64
-	for k := range after {
-		total += after[k] - before[k]
-	}
-	out := map[int]float64{}
-	for k := range after {
-		if total > 0 {
-			out[k] = float64(after[k]-before[k]) / float64(total)
-		}
-	}
-	return out
+	return podcgroups.Shares(before, after)
 }
 
 // oneHostAgent is a /proc/<pid>/ file of the host's agent once one agent

@@ -13,6 +13,7 @@ import (
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
 	"github.com/kubefair/kubefair/node-agent/fairness"
 	"github.com/kubefair/kubefair/test/harness/cluster"
+	"github.com/kubefair/kubefair/test/harness/podcgroups"
 	"github.com/kubefair/kubefair/test/harness/scenario"
 )
 
@@ -58,12 +59,8 @@ func (s *processSampler) find(w *world) {
 func (s *processSampler) take() map[int]float64 {
 	samples := map[int][]float64{}
 	for i := 1; i < len(s.reads); i++ {
-		var total float64
-		for threads, v := range s.reads[i] {
-			total += float64(v - s.reads[i-1][threads])
-		}
-		for threads, v := range s.reads[i] {
-			samples[threads] = append(samples[threads], float64(v-s.reads[i-1][threads])/total)
+		for threads, share := range podcgroups.Shares(s.reads[i-1], s.reads[i]) {
+			samples[threads] = append(samples[threads], share)
 		}
 	}
 	s.reads = nil

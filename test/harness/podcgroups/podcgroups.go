@@ -425,13 +425,14 @@ func (t *Tree) GroupUsage(groups map[string][]string) (map[string]time.Duration,
 }
 
 // Shares is each group's share of the CPU all the groups used between two
-// GroupUsage readings.
-func Shares(before, after map[string]time.Duration) map[string]float64 {
-	var total time.Duration
+// readings of cumulative CPU time (GroupUsage's, or a pod's processes'
+// clock ticks): none when they used none.
+func Shares[K comparable, V ~int64](before, after map[K]V) map[K]float64 {
+	var total V
 	for g := range after {
 		total += after[g] - before[g]
 	}
-	shares := map[string]float64{}
+	shares := map[K]float64{}
 	for g := range after {
 		if total > 0 {
 			shares[g] = float64(after[g]-before[g]) / float64(total)
