@@ -377,10 +377,14 @@ func shares(window time.Duration, pids ...int) []float64 {
 // mode alone PFS gave it 24–31 % here. Applied every period with each
 // process's measured times, as the agent does, the backend's per-process
 // loop takes PFS towards a third each and TWRS towards eq. 3.3's parts (the
-// pod's threads as one run queue), the median of five windows: within 2
-// points in the last run (0.4 for PFS, 1.5 for TWRS), within
+// pod's threads as one run queue), the median of seven windows: within 2
+// points in the runs of stop 32 (0.4 for PFS, 1.5 for TWRS), within
 // processGuardPoints asserted, as the loop does not hold 2 in every run
 // under kubelet yet (test/e2e; the TWRS mode alone is 22 points off here).
+// A process's share answers its weight only weakly where placement rules
+// (a weight moves it little), so the loop moves slowly near its target:
+// after 15 s of learning, one CI run had PFS at 30.7 / 29.3 / 40.1 % (the
+// mode alone 30.8 / 32.0 / 37.2). It learns for 40 s now.
 func TestProcessLoopOnTwoCPUs(t *testing.T) {
 	b, err := New("/proc", 2)
 	if err != nil {
@@ -415,8 +419,8 @@ func TestProcessLoopOnTwoCPUs(t *testing.T) {
 		stop := make(chan struct{})
 		done := make(chan error, 1)
 		go func() { done <- applyEveryPeriod(b, policy, pids, time.Second, stop) }()
-		time.Sleep(15 * time.Second) // the loop learns
-		looped := medianProcessShares(pids, 3*time.Second, 5)
+		time.Sleep(40 * time.Second) // the loop learns
+		looped := medianProcessShares(pids, 3*time.Second, 7)
 		close(stop)
 		if err := <-done; err != nil {
 			t.Fatal(err)

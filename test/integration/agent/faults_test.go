@@ -172,9 +172,10 @@ func TestAPIServerAway(t *testing.T) {
 	// aw is one 2-thread pod against six 1-thread ones: on 2 CPUs its share
 	// swings with the threads' placement more than the others', and the
 	// rewrite just undone disturbed the closed loop. More windows, after the
-	// loop has settled again; the bound stays 2 points.
+	// loop has settled again, and longer ones (nine of 8 s were 2.5 points
+	// off in a CI run); the bound stays 2 points.
 	w.settle(entitled)
-	away, awayErr := w.medianWindows(2*repeats-1, entitled)
+	away, awayErr := w.medianBy(2*repeats-1, 3*window/2, func(s map[string]float64) float64 { return maxErrorPoints(entitled, s) })
 	t.Logf("API server away: shares %v, largest error %.1f points", away, awayErr)
 	if awayErr > 2 {
 		t.Errorf("with the API server away the shares are %.1f points off, want ≤ 2", awayErr)
