@@ -59,7 +59,7 @@ func (m *Metrics) observe(s Step, took time.Duration) {
 		e, a, b = append(e, t.Entitled), append(a, t.Achieved), append(b, t.Backlogged)
 	}
 	m.errorPoints.Set(fairness.MaxErrorPoints(e, a, b))
-	m.niceRounding.Set(s.Result.ApproxErrorPoints)
+	m.niceRounding.Set(s.Result.NiceRoundingErrorPoints)
 	m.writes.Add(float64(s.Result.Writes))
 	m.drift.Add(float64(s.Result.Drift))
 	m.unmeasured.Set(float64(s.UnmeasuredPods))

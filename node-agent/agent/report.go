@@ -124,7 +124,7 @@ func (a *Agent) buildReport(now time.Time) *kubefairv1.NodeShareReport {
 		r.Node = &kubefairv1.NodeCPU{CPUNanoseconds: a.billed.node, PodsCPUNanoseconds: a.billed.pods}
 	}
 	r.DriftCorrections = a.drift
-	r.NiceRoundingErrorPoints = round4(a.Last.Result.ApproxErrorPoints)
+	r.NiceRoundingErrorPoints = round4(a.Last.Result.NiceRoundingErrorPoints)
 	var entitled, achieved []float64
 	var backlogged []bool
 	for _, c := range a.billed.sorted() {

@@ -77,7 +77,7 @@ func TestReportCarriesWhatIsBilled(t *testing.T) {
 	a.billed.add(membership{tenant: "shop", uid: "uid-2"}, 4)
 	a.billed.tenants["uid-1"] = &tenantCounter{uid: "uid-1", name: "shop", ns: 9} // its tenant being deleted
 	a.billed.node, a.billed.pods, a.billed.nodeOK = 30, 20, true
-	a.Last.Result.ApproxErrorPoints = 1.23456 // the nice backend's rounding in the last period
+	a.Last.Result.NiceRoundingErrorPoints = 1.23456 // the nice backend's rounding in the last period
 	r := a.buildReport(boot.Add(10 * time.Second))
 	if r.NiceRoundingErrorPoints != 1.2346 {
 		t.Errorf("report's nice rounding error %v, want the last period's 1.2346", r.NiceRoundingErrorPoints)

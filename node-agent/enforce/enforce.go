@@ -95,9 +95,11 @@ type Result struct {
 	// Vanished counts pods, processes or threads that disappeared mid-apply;
 	// they are not errors.
 	Vanished int
-	// ApproxErrorPoints is the largest share error, in percentage points,
-	// that the backend knows its own rounding causes (the nice fallback).
-	ApproxErrorPoints float64
+	// NiceRoundingErrorPoints is the largest error between a pod's
+	// processes' shares, in percentage points, that rounding thread weights
+	// to nice levels causes (the nice backend; the report's field of the
+	// same name).
+	NiceRoundingErrorPoints float64
 	// Clamped are the planned pods' cgroups whose weight the native range
 	// cut (cpu.shares 2–262144, cpu.weight 1–10000): their tenants'
 	// weights are not realised exactly there.
@@ -117,7 +119,7 @@ func (r *Result) Add(o Result) {
 	r.Writes += o.Writes
 	r.Drift += o.Drift
 	r.Vanished += o.Vanished
-	r.ApproxErrorPoints = max(r.ApproxErrorPoints, o.ApproxErrorPoints)
+	r.NiceRoundingErrorPoints = max(r.NiceRoundingErrorPoints, o.NiceRoundingErrorPoints)
 	r.Clamped = append(r.Clamped, o.Clamped...)
 	r.RepairedBurstable = r.RepairedBurstable || o.RepairedBurstable
 	for t, n := range o.Sliced {

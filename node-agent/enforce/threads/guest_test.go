@@ -203,8 +203,8 @@ func testPFS(t *testing.T, b *Backend, writes int) {
 		t.Errorf("an unchanged plan wrote %d weights", again.Writes)
 	}
 	got := shareOfFirst(one.Process.Pid, eight.Process.Pid, 3*time.Second)
-	t.Logf("%s backend (ABI %d), PFS: the 1-thread process gets %.1f%% (rounding error it reports: %.1f points)", b.Name(), b.KernelABI(), 100*got, res.ApproxErrorPoints)
-	bound := 2 + res.ApproxErrorPoints
+	t.Logf("%s backend (ABI %d), PFS: the 1-thread process gets %.1f%% (rounding error it reports: %.1f points)", b.Name(), b.KernelABI(), 100*got, res.NiceRoundingErrorPoints)
+	bound := 2 + res.NiceRoundingErrorPoints
 	if d := 100 * (got - 0.5); d > bound || d < -bound {
 		t.Errorf("PFS with the %s backend: %.1f%%, want 50%% ± %.1f points", b.Name(), 100*got, bound)
 	}

@@ -304,7 +304,7 @@ func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 			}
 		}
 		if b.kind == Nice {
-			res.ApproxErrorPoints = math.Max(res.ApproxErrorPoints, fairness.NiceShareErrorPoints(exact, rounded))
+			res.NiceRoundingErrorPoints = math.Max(res.NiceRoundingErrorPoints, fairness.NiceShareErrorPoints(exact, rounded))
 		}
 	}
 	return res, errors.Join(errs...)
