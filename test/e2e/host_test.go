@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,32 @@ import (
 	"github.com/kubefair/kubefair/test/harness/cluster"
 )
 
+// clusterDir holds the suites' cluster (one at a time).
+const clusterDir = "/tmp/kubefair-e2e"
+
+// teardownMargin is how long before go test's timeout TestMain tears the
+// cluster down: Down takes up to a minute (30 s for the containers, then
+// the guest and the daemons).
+const teardownMargin = 3 * time.Minute
+
+// TestMain tears the cluster down before go test's timeout. A test binary
+// that times out panics without running its cleanups, and the QEMU guest
+// and pods it would leave burn both CPUs under every suite after it.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if timeout := flag.Lookup("test.timeout").Value.(flag.Getter).Get().(time.Duration); timeout > teardownMargin {
+		time.AfterFunc(timeout-teardownMargin, func() {
+			fmt.Printf("--- FAIL: the e2e package ran %v of go test's %v timeout: tearing its cluster down before the timeout's panic\n", timeout-teardownMargin, timeout)
+			logf := func(format string, args ...any) { fmt.Printf(format+"\n", args...) }
+			if err := cluster.DownLeftover(cluster.Config{Dir: clusterDir, Log: logf}); err != nil {
+				fmt.Println(err)
+			}
+			os.Exit(1)
+		})
+	}
+	os.Exit(m.Run())
+}
+
 // host is what the suite checks the cluster leaves as it found it.
 type host struct {
 	links, addresses, routes, ipForward, iptables string
@@ -21,7 +48,7 @@ type host struct {
 
 // footprintPaths are where a cluster's mounts and files may appear: its
 // directory and the host paths kubelet, containerd and CNI hard-code.
-var footprintPaths = []string{"/tmp/kubefair-e2e", "/var/log/containers", "/var/log/pods", "/var/lib/kubelet", "/var/lib/cni", "/run/containerd", "/run/netns", "/etc/cni", "/opt/cni"}
+var footprintPaths = []string{clusterDir, "/var/log/containers", "/var/log/pods", "/var/lib/kubelet", "/var/lib/cni", "/run/containerd", "/run/netns", "/etc/cni", "/opt/cni"}
 
 func hostSnapshot(t *testing.T) host {
 	t.Helper()
@@ -104,7 +131,7 @@ func upCluster(ctx context.Context, t *testing.T) *cluster.Cluster {
 	if os.Geteuid() != 0 {
 		t.Fatal("the suite runs a real cluster (kubelet, containerd, cgroups) and needs root (CI runs as root)")
 	}
-	cfg := cluster.Config{Dir: "/tmp/kubefair-e2e", Log: t.Logf}
+	cfg := cluster.Config{Dir: clusterDir, Log: t.Logf}
 	if err := cluster.DownLeftover(cfg); err != nil { // (the host is recorded as it is without it)
 		t.Fatal(err)
 	}

@@ -101,10 +101,10 @@ func (w *world) checkNiceBackend(t *testing.T) {
 	})
 	// The old agent restores the nice levels as it stops; the new one's
 	// first report follows within a report period.
-	w.eventually(30*time.Second, "the report to name the cgroup backend after the upgrade back", func() (bool, string) {
-		r := w.report()
-		return r.Backend == kubefairv1.BackendCgroup, fmt.Sprintf("the report names backend %q", r.Backend)
-	})
+	w.waitReport(time.Now(), "")
+	if r := w.report(); r.Backend != kubefairv1.BackendCgroup {
+		t.Errorf("after the upgrade back the report names backend %q, want cgroup", r.Backend)
+	}
 }
 
 // nicePod is a pod of the tenant's namespace on the node whose burner

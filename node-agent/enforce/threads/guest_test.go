@@ -373,25 +373,17 @@ func shares(window time.Duration, pids ...int) []float64 {
 // on both CPUs, in the kernel's PFS and then TWRS mode through the syscall
 // backend. The modes split each process's weight among its threads, but the
 // load balancer places threads, not processes, and leaves the CPUs' loads
-// up to a sixth apart: a 1-thread process cannot be split, and with the
-// mode alone PFS gave it 24–31 % here. Applied every period with each
-// process's measured times, as the agent does, the backend's per-process
-// loop takes PFS towards a third each and TWRS towards eq. 3.3's parts (the
-// pod's threads as one run queue), the median of five 8-s windows: within 2
-// points in the runs of stop 32 (0.4 for PFS, 1.5 for TWRS), within
-// processGuardPoints asserted, as the loop does not hold 2 in every run
-// under kubelet yet (test/e2e; the TWRS mode alone is 22 points off here).
-// A process's share answers its weight only weakly where placement rules
-// (a weight moves it little), so the loop moves slowly near its target:
-// after 15 s of learning, one CI run had PFS at 30.7 / 29.3 / 40.1 % (the
-// mode alone 30.8 / 32.0 / 37.2). It learns for 40 s now. The balancer
-// keeps each process's threads together on one CPU most of the time and
-// moves them in blocks every second or so: one period's share of the
-// 50-thread process swings between about 25 and 50 % (the whole of a CPU,
-// whatever its weight), so a 3-s window's is bimodal and the median of
-// such windows sits off the mean the loop holds (one CI run: 38.2 % after
-// 40 s, where the per-period log of a run that passed averages a third).
-// The windows are 8 s, which spans several moves.
+// up to a sixth apart: a 1-thread process cannot be split. Applied every
+// period with each process's measured times, as the agent does, the
+// backend's per-process loop takes PFS towards a third each and TWRS
+// towards eq. 3.3's parts (the pod's threads as one run queue); asserted
+// within processGuardPoints, as the loop does not hold the 2 points
+// in every run (docs/agent.md has the runs). A weight moves a process's
+// share little where placement rules, so the loop learns for 40 s. The
+// balancer moves each process's threads in blocks about every second, so
+// one period's share swings widely (25–48 % for the 50-thread process):
+// 8-s windows span several moves, where the median of 3-s ones sat off the
+// mean the loop holds.
 func TestProcessLoopOnTwoCPUs(t *testing.T) {
 	b, err := New("/proc", 2)
 	if err != nil {
