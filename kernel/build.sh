@@ -8,6 +8,7 @@
 #
 #   kernel/build.sh            # both kernels
 #   kernel/build.sh stock      # only the unpatched one
+#   kernel/build.sh --package  # the pinned Debian package, for hack/deps.sh
 #   KUBEFAIR_CACHE=... kernel/build.sh
 set -euo pipefail
 
@@ -15,6 +16,7 @@ set -euo pipefail
 DEB_VERSION=6.12.117-1~deb12u1
 TARBALL=/usr/src/linux-source-6.12.tar.xz
 SHA256=585a4a074597aefa2b1a68ada83a3184ba351c127544dea80618bbcceaa3961f
+if [ "${1:-}" = --package ]; then echo "linux-source-6.12=$DEB_VERSION"; exit 0; fi
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${KUBEFAIR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubefair}/kernel
