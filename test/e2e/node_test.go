@@ -96,7 +96,7 @@ func TestSystemdNode(t *testing.T) {
 	n.checkLogsThroughAPIServer()
 	procs.find(w)
 	time.Sleep(2 * time.Second)
-	stock := w.measure()
+	stock := w.measureN(stockWindows)
 	stockProcs := procs.take()
 
 	if err := w.tools.InstallKubefair(ctx, true, onHost...); err != nil {
