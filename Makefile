@@ -138,7 +138,7 @@ cluster-down: ## Stop the local cluster and leave the machine as it was.
 # tree, linking the Kubernetes binaries, downloading modules) that the
 # other fills. cluster-binaries includes envtest's etcd and kube-apiserver,
 # so that one build makes all the Kubernetes binaries. The timeout is per
-# package: the e2e package takes 32 minutes, and on a slower day took over
+# package: the e2e package takes 32–39 minutes, and on a slower day took over
 # 45 (it tears its cluster down before the timeout, test/e2e TestMain).
 .PHONY: test
 test: deps $(CONTROLLER_GEN) verify ## Run every test suite (needs root for the node suites).

@@ -57,7 +57,7 @@ func TestEndToEnd(t *testing.T) {
 	defer cancel()
 	c := upCluster(ctx, t)
 	w := &world{t: t, c: c, k8s: newClient(t, c), ctx: ctx, tools: scenario.Tools{Cluster: c, Helm: os.Getenv("HELM")},
-		sc: scenario.Full, node: c.NodeName(), cpu: scenario.HostUsage, window: window, windows: windows, scraper: new(string)}
+		sc: scenario.Full, node: c.NodeName(), cpu: scenario.HostUsage, window: window, windows: windows, scraper: new(string), goneCPU: map[string]int64{}}
 
 	// Stock first: the chart without the agent.
 	if err := w.tools.InstallKubefair(ctx, false); err != nil {
@@ -469,8 +469,9 @@ func percent(s string) float64 {
 }
 
 // checkCost: each tenant's accrued CPU is never more than its pods really
-// used (a report counted twice would be), it is most of it, and its cost is
-// exactly that CPU at the tier's price.
+// used (a report counted twice would be; the pods the suite deleted
+// count with what they used), it is most of it, and its cost is exactly
+// that CPU at the tier's price.
 func (w *world) checkCost() {
 	w.t.Helper()
 	var tenants kubefairv1.TenantList
@@ -487,13 +488,13 @@ func (w *world) checkCost() {
 		w.t.Fatal(err)
 	}
 	for _, tn := range tenants.Items {
-		var used int64
+		used := w.goneCPU[tn.Name]
 		for _, p := range groups[tn.Name] {
 			used += usage[p.UID]
 		}
 		accrued := w.billedNanoseconds(tn)
 		if accrued > used {
-			w.t.Errorf("tenant %s: accrued %.3f CPU-s but its pods used only %.3f: counted twice", tn.Name, float64(accrued)/1e9, float64(used)/1e9)
+			w.t.Errorf("tenant %s: accrued %.3f CPU-s but its pods used only %.3f (%.3f of it pods deleted since): counted twice", tn.Name, float64(accrued)/1e9, float64(used)/1e9, float64(w.goneCPU[tn.Name])/1e9)
 		}
 		if accrued <= 0 {
 			w.t.Errorf("tenant %s accrued nothing", tn.Name)

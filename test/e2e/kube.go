@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -44,6 +45,44 @@ type world struct {
 	// scraper is a token of an identity granted the chart's metrics reader
 	// role, made at the first scrape (shared by the world's copies).
 	scraper *string
+	// goneCPU is the CPU that pods of the scenario's tenants used before
+	// the suite deleted them, by tenant name (deleteTenantPod; shared by
+	// the world's copies): it was billed, so checkCost counts it as used.
+	goneCPU map[string]int64
+}
+
+// deleteTenantPod deletes a pod of a scenario tenant and waits until it is
+// gone, reading its cgroup's CPU every 20 ms until kubelet removes the
+// cgroup, which it does after the pod's processes stopped: the last figure
+// is all the pod used, and goes into goneCPU.
+func (w *world) deleteTenantPod(tenant string, pod *corev1.Pod) {
+	w.t.Helper()
+	last := make(chan int64, 1)
+	go func() {
+		var used int64
+		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			u, err := w.cpu(w.ctx, []corev1.Pod{*pod})
+			if err != nil { // the cgroup is gone
+				last <- used
+				return
+			}
+			used = u[pod.UID]
+		}
+		last <- -1
+	}()
+	if err := w.k8s.Delete(w.ctx, pod); err != nil {
+		w.t.Fatal(err)
+	}
+	w.eventually(time.Minute, "pod "+pod.Name+" gone", func() (bool, string) {
+		err := w.k8s.Get(w.ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	used := <-last
+	if used < 0 {
+		w.t.Fatalf("pod %s/%s: its cgroup is still there 2 minutes after its deletion", pod.Namespace, pod.Name)
+	}
+	w.goneCPU[tenant] += used
+	w.t.Logf("pod %s/%s used %.3f CPU-s before it was deleted (tenant %s's, counted as used)", pod.Namespace, pod.Name, float64(used)/1e9, tenant)
 }
 
 // scraperToken is the token of the suite's scraper, a service account

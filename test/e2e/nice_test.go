@@ -35,13 +35,7 @@ func (w *world) checkNiceBackend(t *testing.T) {
 	if err := w.k8s.Create(w.ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { // gone before the next checks measure the node
-		_ = w.k8s.Delete(w.ctx, pod)
-		w.eventually(time.Minute, "the nice pod gone", func() (bool, string) {
-			err := w.k8s.Get(w.ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
-			return client.IgnoreNotFound(err) == nil && err != nil, fmt.Sprint(err)
-		})
-	}()
+	defer w.deleteTenantPod(tn.Name, pod) // gone before the next checks measure the node
 	w.eventually(time.Minute, "the nice pod running", func() (bool, string) {
 		err := w.k8s.Get(w.ctx, client.ObjectKeyFromObject(pod), pod)
 		return err == nil && pod.Status.Phase == corev1.PodRunning, fmt.Sprint(pod.Status.Phase, err)

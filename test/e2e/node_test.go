@@ -72,7 +72,7 @@ func TestSystemdNode(t *testing.T) {
 	threadsTenant, _ := sc.ThreadsTenant()
 	procs := &processSampler{g: g, tenant: threadsTenant}
 	w := &world{t: t, c: c, k8s: newClient(t, c), ctx: ctx, tools: scenario.Tools{Cluster: c, Helm: os.Getenv("HELM")},
-		sc: sc, node: g.Name(), cpu: procs.wrap(scenario.GuestUsage(g)), window: guestWindow, windows: guestWindows, scraper: new(string)}
+		sc: sc, node: g.Name(), cpu: procs.wrap(scenario.GuestUsage(g)), window: guestWindow, windows: guestWindows, scraper: new(string), goneCPU: map[string]int64{}}
 	n := &guestWorld{world: w, g: g}
 	n.checkNodeShape()
 
