@@ -52,35 +52,29 @@ type world struct {
 }
 
 // deleteTenantPod deletes a pod of a scenario tenant and waits until it is
-// gone, reading its cgroup's CPU every 20 ms until kubelet removes the
-// cgroup, which it does after the pod's processes stopped: the last figure
-// is all the pod used, and goes into goneCPU.
+// gone. It reads the pod's cgroup every 20 ms until kubelet removes it,
+// which it does after the pod's processes stopped: the last figure is all
+// the pod used, and goes into goneCPU.
 func (w *world) deleteTenantPod(tenant string, pod *corev1.Pod) {
 	w.t.Helper()
-	last := make(chan int64, 1)
-	go func() {
-		var used int64
-		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			u, err := w.cpu(w.ctx, []corev1.Pod{*pod})
-			if err != nil { // the cgroup is gone
-				last <- used
-				return
-			}
-			used = u[pod.UID]
-		}
-		last <- -1
-	}()
 	if err := w.k8s.Delete(w.ctx, pod); err != nil {
 		w.t.Fatal(err)
+	}
+	var used int64
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		u, err := w.cpu(w.ctx, []corev1.Pod{*pod})
+		if err != nil { // the cgroup is gone
+			break
+		}
+		used = u[pod.UID]
+		if time.Now().After(deadline) {
+			w.t.Fatalf("pod %s/%s: its cgroup is still there 2 minutes after its deletion", pod.Namespace, pod.Name)
+		}
 	}
 	w.eventually(time.Minute, "pod "+pod.Name+" gone", func() (bool, string) {
 		err := w.k8s.Get(w.ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
-	used := <-last
-	if used < 0 {
-		w.t.Fatalf("pod %s/%s: its cgroup is still there 2 minutes after its deletion", pod.Namespace, pod.Name)
-	}
 	w.goneCPU[tenant] += used
 	w.t.Logf("pod %s/%s used %.3f CPU-s before it was deleted (tenant %s's, counted as used)", pod.Namespace, pod.Name, float64(used)/1e9, tenant)
 }
