@@ -9,6 +9,7 @@ package cgroupfs
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -252,16 +253,19 @@ func (h *Hierarchy) ReadWeight(cgroup string) (uint64, error) {
 	if err := h.checkPath(cgroup); err != nil {
 		return 0, err
 	}
-	return h.readUint(h.weightFile(cgroup))
+	return h.readUint(h.cpu, cgroup, h.weightName())
 }
 
-// weightFile is the file that holds a cgroup's CPU weight.
-func (h *Hierarchy) weightFile(cgroup string) string {
+// weightName is the file that holds a cgroup's CPU weight, and
+// weightFile its path.
+func (h *Hierarchy) weightName() string {
 	if h.Mode == V2 {
-		return filepath.Join(h.cpuDir(cgroup), "cpu.weight")
+		return "/cpu.weight"
 	}
-	return filepath.Join(h.cpuDir(cgroup), "cpu.shares")
+	return "/cpu.shares"
 }
+
+func (h *Hierarchy) weightFile(cgroup string) string { return h.cpuDir(cgroup) + h.weightName() }
 
 // WriteWeight sets a cgroup's CPU weight, given in native units. The file
 // is opened for writing only, never created: a cgroup kubelet removed stays
@@ -313,10 +317,10 @@ func (h *Hierarchy) PodsUsageNanoseconds() (uint64, error) {
 
 func (h *Hierarchy) usage(cgroup string) (uint64, error) {
 	if h.Mode == V1 {
-		return h.readUint(filepath.Join(h.acctDir(cgroup), "cpuacct.usage"))
+		return h.readUint(h.cpuacct, cgroup, "/cpuacct.usage")
 	}
 	var usage uint64
-	err := h.files.Read(filepath.Join(h.cpuDir(cgroup), "cpu.stat"), func(data []byte) error {
+	err := h.read(h.cpu, cgroup, "/cpu.stat", func(data []byte) error {
 		for _, line := range strings.Split(string(data), "\n") {
 			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
 				us, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
@@ -372,7 +376,10 @@ func (h *Hierarchy) AppendProcs(pids []int, cgroup string) ([]int, error) {
 // opened afresh each time (a kept-open one may be served v1's cached pid
 // list), with plain system calls: the agent reads one per container each
 // period, and os.ReadFile's fstat and poller registration cost more than
-// the read.
+// the read. A read that ends well short of a page has reached the end, so
+// no second read is needed to see it: cgroup.procs is a seq_file, which
+// fills a read with records until it runs out of them or of its page-sized
+// buffer (then it stops a record short of 4096 bytes at most).
 func appendProcs(pids []int, dir string) ([]int, error) {
 	file := dir + "/cgroup.procs"
 	fd, err := syscall.Open(file, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
@@ -391,6 +398,9 @@ func appendProcs(pids []int, dir string) ([]int, error) {
 			break
 		}
 		pids, pid = parsePIDs(pids, pid, buf[:n])
+		if n < len(buf)-64 {
+			break
+		}
 	}
 	if pid >= 0 {
 		pids = append(pids, pid)
@@ -490,7 +500,7 @@ func (h *Hierarchy) WaitNanoseconds(cgroup string) (ns uint64, ok bool, err erro
 	if err := h.checkPath(cgroup); err != nil {
 		return 0, false, err
 	}
-	err = h.files.Read(h.cpuDir(cgroup)+"/cpu.pressure", func(data []byte) error {
+	err = h.read(h.cpu, cgroup, "/cpu.pressure", func(data []byte) error {
 		v, found := pressureTotal(data)
 		if !found {
 			return fmt.Errorf("%s/cpu.pressure has no total on its some line", cgroup)
@@ -515,10 +525,9 @@ func (h *Hierarchy) CPULimit(cgroup string) (float64, error) {
 	if err := h.checkPath(cgroup); err != nil {
 		return 0, err
 	}
-	dir := h.cpuDir(cgroup)
 	if h.Mode == V2 {
 		var cpus float64
-		err := h.files.Read(dir+"/cpu.max", func(data []byte) error {
+		err := h.read(h.cpu, cgroup, "/cpu.max", func(data []byte) error {
 			f := strings.Fields(string(data))
 			if len(f) != 2 {
 				return fmt.Errorf("%s/cpu.max: %q", cgroup, data)
@@ -537,14 +546,14 @@ func (h *Hierarchy) CPULimit(cgroup string) (float64, error) {
 		return cpus, err
 	}
 	var quota int64
-	err := h.files.Read(dir+"/cpu.cfs_quota_us", func(data []byte) (err error) {
+	err := h.read(h.cpu, cgroup, "/cpu.cfs_quota_us", func(data []byte) (err error) {
 		quota, err = strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
 		return err
 	})
 	if err != nil || quota <= 0 {
 		return 0, err
 	}
-	period, err := h.readUint(dir + "/cpu.cfs_period_us")
+	period, err := h.readUint(h.cpu, cgroup, "/cpu.cfs_period_us")
 	if err != nil || period == 0 {
 		return 0, err
 	}
@@ -589,12 +598,51 @@ func pressureTotal(data []byte) (uint64, bool) {
 	return 0, false
 }
 
-// readUint reads a one-number file, kept open between periods.
-func (h *Hierarchy) readUint(file string) (uint64, error) {
+// read reads a cgroup's file name ("/cpu.shares") in the controller
+// mounted at dir, kept open between periods; the agent reads several
+// hundred a period, so the path is spelt without allocating.
+func (h *Hierarchy) read(dir, cgroup, name string, parse func([]byte) error) error {
+	root := h.kubeletRoot
+	if root == "/" {
+		root = ""
+	}
+	if cgroup == "/" {
+		cgroup = ""
+	}
+	return h.files.ReadJoined(parse, dir, root, cgroup, name)
+}
+
+// readUint reads a one-number file (see read).
+func (h *Hierarchy) readUint(dir, cgroup, name string) (uint64, error) {
 	var v uint64
-	err := h.files.Read(file, func(data []byte) (err error) {
-		v, err = strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64)
+	err := h.read(dir, cgroup, name, func(data []byte) (err error) {
+		v, err = parseUint(data)
 		return err
 	})
 	return v, err
+}
+
+// parseUint parses a decimal number and the white space around it,
+// without the copy a string conversion makes.
+func parseUint(data []byte) (uint64, error) {
+	var v uint64
+	digits, end := 0, false
+	for _, c := range data {
+		switch {
+		case c >= '0' && c <= '9' && !end:
+			d := uint64(c - '0')
+			if v > (math.MaxUint64-d)/10 {
+				return 0, fmt.Errorf("%q: %w", data, strconv.ErrRange)
+			}
+			v, digits = v*10+d, digits+1
+		case c == ' ' || c == '\n' || c == '\t':
+			end = digits > 0
+		default:
+			return 0, fmt.Errorf("%q: %w", data, strconv.ErrSyntax)
+		}
+	}
+	if digits == 0 {
+		return 0, fmt.Errorf("%q: %w", data, strconv.ErrSyntax)
+	}
+	return v, nil
 }

@@ -163,7 +163,7 @@ func TestRefusesPathsOutsideKubepods(t *testing.T) {
 	cgroupfstest.ForEach(t, func(t *testing.T, s cgroupfstest.Setup) {
 		_, h := cgroupfstest.Tree(t, s)
 		l, _ := h.Layout()
-		for _, p := range []string{"/", "/system.slice", l.Kubepods, l.Kubepods + "/../etc", strings.TrimPrefix(s.Cgroup(cgroupfstest.PodA), "/"), l.Kubepods + "x/a", "/kubepods.slicex/a"} {
+		for _, p := range []string{"/", "/system.slice", l.Kubepods, l.Kubepods + "/../etc", strings.TrimPrefix(s.Cgroup(cgroupfstest.PodA), "/"), l.Kubepods + "x/a", "/kubepods.slicex/a", l.Kubepods + "/", s.Cgroup(cgroupfstest.PodA) + "/"} {
 			if err := h.WriteWeight(p, 100); err == nil {
 				t.Errorf("WriteWeight(%q) was allowed", p)
 			}

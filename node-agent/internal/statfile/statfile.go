@@ -22,6 +22,7 @@ type Files struct {
 	mu   sync.Mutex
 	open map[string]*file
 	buf  [4096]byte
+	path []byte // ReadJoined's, reused
 }
 
 type file struct {
@@ -34,26 +35,66 @@ type file struct {
 // is opened again once, in case its path names a new one; os.ErrNotExist
 // (or ESRCH/ENODEV) means it is gone.
 func (f *Files) Read(path string, parse func([]byte) error) error {
-	return f.ReadPath([]byte(path), parse)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if fl := f.open[path]; fl != nil {
+		if data, ok := f.reread(fl); ok {
+			return parse(data)
+		}
+		delete(f.open, path)
+	}
+	return f.openAndRead(path, parse)
 }
 
 // ReadPath is Read with the path in a byte slice the caller may reuse: a
-// file already open is found without allocating.
+// file already open is found without allocating (a map index by
+// string(bytes) does not copy the bytes).
 func (f *Files) ReadPath(pathBytes []byte, parse func([]byte) error) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if fl := f.open[string(pathBytes)]; fl != nil {
+		if data, ok := f.reread(fl); ok {
+			return parse(data)
+		}
+		delete(f.open, string(pathBytes))
+	}
+	return f.openAndRead(string(pathBytes), parse)
+}
+
+// ReadJoined is Read of the path that parts spell one after the other,
+// found without allocating when it is open already.
+func (f *Files) ReadJoined(parse func([]byte) error, parts ...string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.path = f.path[:0]
+	for _, p := range parts {
+		f.path = append(f.path, p...)
+	}
+	if fl := f.open[string(f.path)]; fl != nil {
+		if data, ok := f.reread(fl); ok {
+			return parse(data)
+		}
+		delete(f.open, string(f.path))
+	}
+	return f.openAndRead(string(f.path), parse)
+}
+
+// reread reads a kept-open file again from offset 0; one whose read fails
+// is closed, for the caller to forget.
+func (f *Files) reread(fl *file) ([]byte, bool) {
+	n, err := syscall.Pread(fl.fd, f.buf[:], 0)
+	if err != nil {
+		syscall.Close(fl.fd)
+		return nil, false
+	}
+	fl.used = true
+	return f.buf[:n], true
+}
+
+func (f *Files) openAndRead(path string, parse func([]byte) error) error {
 	if f.open == nil {
 		f.open = map[string]*file{}
 	}
-	if fl := f.open[string(pathBytes)]; fl != nil {
-		if n, err := syscall.Pread(fl.fd, f.buf[:], 0); err == nil {
-			fl.used = true
-			return parse(f.buf[:n])
-		}
-		syscall.Close(fl.fd)
-		delete(f.open, string(pathBytes))
-	}
-	path := string(pathBytes)
 	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return &os.PathError{Op: "open", Path: path, Err: err}

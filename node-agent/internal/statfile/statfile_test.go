@@ -25,6 +25,10 @@ func TestReadKeepsFilesOpenUntilSweep(t *testing.T) {
 	}
 	read(a)
 	read(b)
+	var joined string
+	if err := f.ReadJoined(func(d []byte) error { joined = string(d); return nil }, dir, "/", "b"); err != nil || joined != "1\n" || f.Len() != 2 {
+		t.Fatalf("ReadJoined(dir, /, b) = %q, %v with %d files open; want b's content from its open file, 2 open", joined, err, f.Len())
+	}
 	if err := os.WriteFile(a, []byte("22\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
