@@ -185,7 +185,7 @@ const discoveryRefreshPeriods = 10
 // after this many periods (its CPU time counts at once through the pod's
 // cgroup). With a thread backend the list is read every period: a thread
 // weight must never land on a process that took over a recycled pid.
-const procsRefreshPeriods = 5
+const procsRefreshPeriods = 10
 
 // threadsRefreshPeriods is how many busy periods a pod's thread figures
 // (which threads ran or waited, and their waits) may be kept while its CPU
@@ -193,8 +193,11 @@ const procsRefreshPeriods = 5
 // thread's schedstat every period was most of the agent's CPU time (about
 // 9 µs a thread, 0.9 % of a CPU at 100 pods); a pod whose CPU moves by
 // more than an eighth (or 1 % of a CPU) has its threads read at once, so
-// the closed loop sees a change of demand in the period it happens.
-const threadsRefreshPeriods = 5
+// the closed loop sees a change of demand in the period it happens. With
+// the process lists read alongside, this refresh is most of what a busy,
+// steady pod costs the agent (docs/agent.md, the benchmark): hence ten
+// periods, not fewer.
+const threadsRefreshPeriods = 10
 
 // tenantWindow accumulates a tenant's figures between two reports.
 type tenantWindow struct {

@@ -51,8 +51,9 @@ type Hierarchy struct {
 	// noPressure is set once a cgroup had no readable cpu.pressure (cgroup
 	// v1, or a kernel without PSI): waiting then comes from schedstat.
 	noPressure bool
-	// files keeps the usage and weight files read every period open.
-	files *statfile.Files
+	// files keeps the statistics files read every period open, weights
+	// the weight files, read back and written every period.
+	files, weights *statfile.Files
 }
 
 // Detect finds the cgroup version and controller directories below root
@@ -63,7 +64,7 @@ func Detect(root string) (*Hierarchy, error) {
 		if !strings.Contains(" "+strings.TrimSpace(string(data))+" ", " cpu ") {
 			return nil, fmt.Errorf("cgroup v2 at %s has no cpu controller enabled", root)
 		}
-		return &Hierarchy{Mode: V2, cpu: root, cpuacct: root, cpuset: root, kubeletRoot: "/", driver: AutoDriver, files: &statfile.Files{}}, nil
+		return &Hierarchy{Mode: V2, cpu: root, cpuacct: root, cpuset: root, kubeletRoot: "/", driver: AutoDriver, files: &statfile.Files{}, weights: weightFiles(root)}, nil
 	}
 	// v1: root/cpu is the cpu controller (a directory, or the usual symlink
 	// to a co-mounted cpu,cpuacct).
@@ -83,8 +84,22 @@ func Detect(root string) (*Hierarchy, error) {
 	if h.cpu == "" || h.cpuacct == "" {
 		return nil, fmt.Errorf("no cgroup v1 cpu and cpuacct controllers under %s, and no cgroup v2 there either", root)
 	}
+	h.weights = weightFiles(h.cpu)
 	return h, nil
 }
+
+// weightFiles keeps the weight files of the cpu controller mounted at dir
+// open for reading and writing. A tree that is not a cgroup filesystem
+// (the unit tests' fakes) holds regular files, which a write must also
+// truncate.
+func weightFiles(dir string) *statfile.Files {
+	var fs syscall.Statfs_t
+	cgroupfs := syscall.Statfs(dir, &fs) == nil && (fs.Type == cgroupSuperMagic || fs.Type == cgroup2SuperMagic)
+	return &statfile.Files{Writable: true, Truncate: !cgroupfs}
+}
+
+// The cgroup filesystems' magic numbers (linux/magic.h).
+const cgroupSuperMagic, cgroup2SuperMagic = 0x27e0eb, 0x63677270
 
 // ForKubelet is the hierarchy as kubelet uses it with the given
 // cgroupDriver and cgroupRoot: kubepods lies below that cgroup, named as
@@ -109,7 +124,7 @@ func (h *Hierarchy) ForKubelet(driver Driver, kubeletRoot string) (*Hierarchy, e
 	}
 	b := *h
 	b.kubeletRoot, b.driver, b.layout = kubeletRoot, driver, Layout{}
-	b.files = &statfile.Files{} // keyed by paths below the new root
+	b.files, b.weights = &statfile.Files{}, weightFiles(h.cpu) // keyed by paths below the new root
 	return &b, nil
 }
 
@@ -253,11 +268,10 @@ func (h *Hierarchy) ReadWeight(cgroup string) (uint64, error) {
 	if err := h.checkPath(cgroup); err != nil {
 		return 0, err
 	}
-	return h.readUint(h.cpu, cgroup, h.weightName())
+	return h.readUint(h.weights, h.cpu, cgroup, h.weightName())
 }
 
-// weightName is the file that holds a cgroup's CPU weight, and
-// weightFile its path.
+// weightName is the file that holds a cgroup's CPU weight.
 func (h *Hierarchy) weightName() string {
 	if h.Mode == V2 {
 		return "/cpu.weight"
@@ -265,30 +279,21 @@ func (h *Hierarchy) weightName() string {
 	return "/cpu.shares"
 }
 
-func (h *Hierarchy) weightFile(cgroup string) string { return h.cpuDir(cgroup) + h.weightName() }
-
 // WriteWeight sets a cgroup's CPU weight, given in native units. The file
-// is opened for writing only, never created: a cgroup kubelet removed stays
-// removed (os.ErrNotExist). One open, write and close, as the agent writes
-// a few hundred weights a period when loads move.
+// is never created: a cgroup kubelet removed stays removed
+// (os.ErrNotExist). It is kept open with the one ReadWeight reads, as the
+// agent writes a few hundred weights a period when loads move: one pwrite
+// each.
 func (h *Hierarchy) WriteWeight(cgroup string, native uint64) error {
 	if err := h.checkPath(cgroup); err != nil {
 		return err
 	}
-	path := h.weightFile(cgroup)
-	fd, err := syscall.Open(path, syscall.O_WRONLY|syscall.O_TRUNC|syscall.O_CLOEXEC, 0)
-	if err == nil {
-		_, err = syscall.Write(fd, strconv.AppendUint(nil, h.ClampNative(native), 10))
-		syscall.Close(fd)
-	}
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ENODEV): // removed, before or while we wrote
+	var buf [20]byte
+	err := h.weights.WriteJoined(strconv.AppendUint(buf[:0], h.ClampNative(native), 10), h.cpu, h.rootPrefix(), cgroup, h.weightName())
+	if statfile.Gone(err) { // removed, before or while we wrote
 		return fmt.Errorf("cgroup %s: %w", cgroup, os.ErrNotExist)
-	default:
-		return &os.PathError{Op: "write", Path: path, Err: err}
 	}
+	return err
 }
 
 // UsageNanoseconds is the CPU time all tasks in the cgroup and below have
@@ -317,10 +322,10 @@ func (h *Hierarchy) PodsUsageNanoseconds() (uint64, error) {
 
 func (h *Hierarchy) usage(cgroup string) (uint64, error) {
 	if h.Mode == V1 {
-		return h.readUint(h.cpuacct, cgroup, "/cpuacct.usage")
+		return h.readUint(h.files, h.cpuacct, cgroup, "/cpuacct.usage")
 	}
 	var usage uint64
-	err := h.read(h.cpu, cgroup, "/cpu.stat", func(data []byte) error {
+	err := h.read(h.files, h.cpu, cgroup, "/cpu.stat", func(data []byte) error {
 		for _, line := range strings.Split(string(data), "\n") {
 			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
 				us, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
@@ -338,6 +343,7 @@ func (h *Hierarchy) usage(cgroup string) (uint64, error) {
 // once a period.
 func (h *Hierarchy) Sweep() {
 	h.files.Sweep()
+	h.weights.Sweep()
 }
 
 // Procs lists the processes in the cgroup and every cgroup below it.
@@ -500,7 +506,7 @@ func (h *Hierarchy) WaitNanoseconds(cgroup string) (ns uint64, ok bool, err erro
 	if err := h.checkPath(cgroup); err != nil {
 		return 0, false, err
 	}
-	err = h.read(h.cpu, cgroup, "/cpu.pressure", func(data []byte) error {
+	err = h.read(h.files, h.cpu, cgroup, "/cpu.pressure", func(data []byte) error {
 		v, found := pressureTotal(data)
 		if !found {
 			return fmt.Errorf("%s/cpu.pressure has no total on its some line", cgroup)
@@ -527,7 +533,7 @@ func (h *Hierarchy) CPULimit(cgroup string) (float64, error) {
 	}
 	if h.Mode == V2 {
 		var cpus float64
-		err := h.read(h.cpu, cgroup, "/cpu.max", func(data []byte) error {
+		err := h.read(h.files, h.cpu, cgroup, "/cpu.max", func(data []byte) error {
 			f := strings.Fields(string(data))
 			if len(f) != 2 {
 				return fmt.Errorf("%s/cpu.max: %q", cgroup, data)
@@ -546,14 +552,14 @@ func (h *Hierarchy) CPULimit(cgroup string) (float64, error) {
 		return cpus, err
 	}
 	var quota int64
-	err := h.read(h.cpu, cgroup, "/cpu.cfs_quota_us", func(data []byte) (err error) {
+	err := h.read(h.files, h.cpu, cgroup, "/cpu.cfs_quota_us", func(data []byte) (err error) {
 		quota, err = strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
 		return err
 	})
 	if err != nil || quota <= 0 {
 		return 0, err
 	}
-	period, err := h.readUint(h.cpu, cgroup, "/cpu.cfs_period_us")
+	period, err := h.readUint(h.files, h.cpu, cgroup, "/cpu.cfs_period_us")
 	if err != nil || period == 0 {
 		return 0, err
 	}
@@ -598,24 +604,29 @@ func pressureTotal(data []byte) (uint64, bool) {
 	return 0, false
 }
 
-// read reads a cgroup's file name ("/cpu.shares") in the controller
-// mounted at dir, kept open between periods; the agent reads several
-// hundred a period, so the path is spelt without allocating.
-func (h *Hierarchy) read(dir, cgroup, name string, parse func([]byte) error) error {
-	root := h.kubeletRoot
-	if root == "/" {
-		root = ""
-	}
+// read reads a cgroup's file name ("/cpu.stat") in the controller
+// mounted at dir, kept open in files between periods; the agent reads
+// several hundred a period, so the path is spelt without allocating.
+func (h *Hierarchy) read(files *statfile.Files, dir, cgroup, name string, parse func([]byte) error) error {
 	if cgroup == "/" {
 		cgroup = ""
 	}
-	return h.files.ReadJoined(parse, dir, root, cgroup, name)
+	return files.ReadJoined(parse, dir, h.rootPrefix(), cgroup, name)
+}
+
+// rootPrefix is kubelet's cgroup root as it prefixes cgroup paths in the
+// controllers ("" for /).
+func (h *Hierarchy) rootPrefix() string {
+	if h.kubeletRoot == "/" {
+		return ""
+	}
+	return h.kubeletRoot
 }
 
 // readUint reads a one-number file (see read).
-func (h *Hierarchy) readUint(dir, cgroup, name string) (uint64, error) {
+func (h *Hierarchy) readUint(files *statfile.Files, dir, cgroup, name string) (uint64, error) {
 	var v uint64
-	err := h.read(dir, cgroup, name, func(data []byte) (err error) {
+	err := h.read(files, dir, cgroup, name, func(data []byte) (err error) {
 		v, err = parseUint(data)
 		return err
 	})

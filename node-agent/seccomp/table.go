@@ -26,8 +26,8 @@ var Agent = []Group{
 	{"Go runtime, rare: a thread exits when a locked goroutine ends; memory returned to the kernel; clock reads when the clock source has no vDSO; the kernel resuming a sleep a signal interrupted (seen under load)", []string{
 		"exit", "munmap", "clock_gettime", "restart_syscall",
 	}},
-	{"files: /proc (threads, schedstat, the ABI probe), cgroupfs (cpu.shares, cpuacct.usage, cgroup.procs), the state file (written then renamed)", []string{
-		"openat", "read", "pread64", "write", "close", "fstat", "newfstatat", "statfs", "getdents64", "fcntl", "renameat",
+	{"files: /proc (threads, schedstat, the ABI probe), cgroupfs (cpu.shares read and written through kept-open files, cpuacct.usage, cgroup.procs), the state file (written then renamed)", []string{
+		"openat", "read", "pread64", "write", "pwrite64", "close", "fstat", "newfstatat", "statfs", "getdents64", "fcntl", "renameat",
 	}},
 	{"the network poller, for the API client, containerd's socket and the HTTP servers", []string{
 		"epoll_create1", "epoll_ctl", "epoll_pwait", "eventfd2",

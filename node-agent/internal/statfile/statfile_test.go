@@ -61,3 +61,32 @@ func TestProcSchedstat(t *testing.T) {
 		}
 	}
 }
+
+// A writable file is written whole at offset 0 through its kept fd (cut
+// at the new end when Truncate), and a gone one is not created.
+func TestWriteJoined(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "w")
+	if err := os.WriteFile(p, []byte("1024\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := Files{Writable: true, Truncate: true}
+	for _, v := range []string{"50", "700"} {
+		if err := f.WriteJoined([]byte(v), dir, "/w"); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.ReadFile(p); string(got) != v || f.Len() != 1 {
+			t.Fatalf("after writing %s the file holds %q with %d open, want %[1]s, 1 open", v, got, f.Len())
+		}
+	}
+	if err := f.WriteJoined([]byte("1"), dir, "/missing"); !Gone(err) {
+		t.Fatalf("writing a missing file: %v, want a gone error", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "missing")); !os.IsNotExist(err) {
+		t.Errorf("the missing file was created: %v", err)
+	}
+	var ro Files
+	if err := ro.WriteJoined([]byte("1"), dir, "/w"); err == nil {
+		t.Error("a read-only set wrote")
+	}
+}

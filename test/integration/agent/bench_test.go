@@ -21,7 +21,7 @@ import (
 )
 
 // BenchmarkAgent prints what the agent costs on a node with 10, 100 and
-// 250 pods (up to about 2500 threads), and the greedy scenario's
+// 250 pods (up to about 5000 threads), and the greedy scenario's
 // steady-state error and convergence, stock and kubefair side by side from
 // the same run (root; `make envtest` first; runs once, takes about fifteen
 // minutes):
@@ -29,8 +29,8 @@ import (
 //	go test -run '^$' -bench Agent ./test/integration/agent/
 func BenchmarkAgent(b *testing.B) {
 	var rows []costRow
-	for _, pods := range []int{10, 100, 250} {
-		b.Run(fmt.Sprintf("cost/pods=%d", pods), func(b *testing.B) { rows = append(rows, benchCost(b, pods)) })
+	for _, size := range costSizes {
+		b.Run(fmt.Sprintf("cost/pods=%d/spinners=%d", size.pods, size.spinners), func(b *testing.B) { rows = append(rows, benchCost(b, size)) })
 	}
 	printCost(rows)
 	b.Run("fairness", func(b *testing.B) {
@@ -43,15 +43,21 @@ func BenchmarkAgent(b *testing.B) {
 }
 
 // Cost scenario: 10 tenants sharing the pods evenly; each pod a burner
-// whose 4 threads wake once a second, each at its own random phase, to
-// spin 0.2 ms (about 10 OS threads a pod with the Go runtime's own, so
-// every thread on the node runs every period), registered in a private
-// containerd as kubelet's CRI plugin would (a sandbox and a container per
-// pod).
+// whose spinner threads wake once a second, each at its own random phase,
+// to spin 0.2 ms (with the Go runtime's own threads about 10 OS threads a
+// pod at 4 spinners, 20 at 14, every one of them running every period),
+// registered in a private containerd as kubelet's CRI plugin would (a
+// sandbox and a container per pod).
 const (
-	costTenants, costThreads = 10, 4
-	costWarmup, costWindow   = 10 * time.Second, 60 * time.Second
+	costTenants            = 10
+	costWarmup, costWindow = 10 * time.Second, 60 * time.Second
 )
+
+// costSize is a node size measured: pods, and spinner threads a pod.
+type costSize struct{ pods, spinners int }
+
+// costSizes: 250 pods twice, with about 2500 and 5000 threads.
+var costSizes = []costSize{{10, 4}, {100, 4}, {250, 4}, {250, 14}}
 
 // costTargets are the agent's budgets per node size (issue: production
 // scale): CPU per 1-s period in % of one CPU, and RSS in MiB.
@@ -62,25 +68,25 @@ var costTargets = map[int]struct{ cpuPercent, rssMiB float64 }{
 
 // costRow is one node size's figures.
 type costRow struct {
-	pods, threads, containers int
-	cpuPercent, rss, peak     float64
+	pods, spinners, threads, containers int
+	cpuPercent, rss, peak               float64
 }
 
 // printCost prints the scaling curve, a row per node size, with the
 // targets beside the figures.
 func printCost(rows []costRow) {
-	fmt.Printf("\nagent cost at its default 1-s period, measured over %.0f s after %.0f s of warm-up; %d lightly busy threads a pod\n"+
+	fmt.Printf("\nagent cost at its default 1-s period, measured over %.0f s after %.0f s of warm-up; SPINNERS lightly busy threads a pod\n"+
 		"(each spinning 0.2 ms a second at a random phase), a sandbox and a container a pod in containerd;\n"+
 		"discovery as the chart runs it, from the cgroup tree\n"+
-		"%6s %8s %11s %22s %16s %15s\n", costWindow.Seconds(), costWarmup.Seconds(), costThreads,
-		"PODS", "THREADS", "CONTAINERS", "CPU (% OF ONE CPU)", "RSS (MiB)", "PEAK RSS (MiB)")
+		"%6s %9s %8s %11s %22s %16s %15s\n", costWindow.Seconds(), costWarmup.Seconds(),
+		"PODS", "SPINNERS", "THREADS", "CONTAINERS", "CPU (% OF ONE CPU)", "RSS (MiB)", "PEAK RSS (MiB)")
 	for _, r := range rows {
 		cpu, rss := fmt.Sprintf("%.2f", r.cpuPercent), fmt.Sprintf("%.1f", r.rss)
 		if t, ok := costTargets[r.pods]; ok {
 			cpu += fmt.Sprintf(" (≤ %g)", t.cpuPercent)
 			rss += fmt.Sprintf(" (≤ %g)", t.rssMiB)
 		}
-		fmt.Printf("%6d %8d %11d %22s %16s %15.1f\n", r.pods, r.threads, r.containers, cpu, rss, r.peak)
+		fmt.Printf("%6d %9d %8d %11d %22s %16s %15.1f\n", r.pods, r.spinners, r.threads, r.containers, cpu, rss, r.peak)
 	}
 }
 
@@ -89,15 +95,16 @@ func printCost(rows []costRow) {
 // against the API server and the node's pods, and reads its
 // CPU time and memory from /proc; it asserts the targets of the node's
 // size and deletes its pods and tenants when done.
-func benchCost(b *testing.B, pods int) costRow {
+func benchCost(b *testing.B, size costSize) costRow {
+	pods := size.pods
 	// The controller as the chart runs it: the tenants' status (which the
 	// agent watches) follows the reports at most every 10 s.
 	w := newWorldWithStatusPeriod(b, controllers.DefaultStatusPeriod)
 	w.burnerArgs = []string{"-duty", "0.0002", "-cycle", "1s"}
-	prefix := fmt.Sprintf("cost%d-", pods)
+	prefix := fmt.Sprintf("cost%d-%d-", pods, size.spinners)
 	for i := 0; i < costTenants; i++ {
 		name := fmt.Sprintf("%s%d", prefix, i)
-		w.addTenant(name, int32(i+1), pods/costTenants, costThreads)
+		w.addTenant(name, int32(i+1), pods/costTenants, size.spinners)
 		b.Cleanup(func() { w.deleteTenant(name) })
 	}
 	d, _ := startContainerd(b)
@@ -192,7 +199,7 @@ func benchCost(b *testing.B, pods int) costRow {
 	}
 
 	periods := t1.Sub(t0).Seconds() // at the default 1-s period
-	row := costRow{pods: pods, threads: threads, containers: registered, cpuPercent: 100 * (cpu1 - cpu0).Seconds() / periods, rss: rss, peak: peak}
+	row := costRow{pods: pods, spinners: size.spinners, threads: threads, containers: registered, cpuPercent: 100 * (cpu1 - cpu0).Seconds() / periods, rss: rss, peak: peak}
 	if t, ok := costTargets[pods]; ok && (row.cpuPercent > t.cpuPercent || row.rss > t.rssMiB) {
 		b.Errorf("%d pods: the agent used %.2f %% of a CPU and %.1f MiB; the targets are %g %% and %g MiB", pods, row.cpuPercent, row.rss, t.cpuPercent, t.rssMiB)
 	}
