@@ -67,10 +67,10 @@ func (tt *threadTable) stop(ctx context.Context) error {
 
 // print shows each process's share of the pod beside what each policy
 // aims at: its threads' proportion (stock) and an equal part (PFS).
-func (tt *threadTable) print() {
+func (tt *threadTable) print(window string) {
 	w := tt.tenant.Workloads[0]
 	counts := tt.tenant.ProcessThreads()
-	fmt.Printf("\nthreads inside tenant %s's pod on %s (share of the pod's CPU; stock, then kubefair's PFS over the last 10 s):\n", tt.tenant.Name, tt.n.name)
+	fmt.Printf("\nthreads inside tenant %s's pod on %s (share of the pod's CPU; stock, then kubefair's PFS %s):\n", tt.tenant.Name, tt.n.name, window)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROCESS\tTHREADS' PROPORTION\tSTOCK\tPFS (A THIRD)\tKUBEFAIR")
 	for _, c := range counts {

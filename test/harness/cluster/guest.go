@@ -191,9 +191,26 @@ func (g *GuestNode) SSHArgs() []string {
 
 // Run runs a shell command in the guest as root and returns its standard
 // output; a failure's error holds its exit status and standard error.
+//
+// An emulated node that shares its host's CPUs with busy processes can be
+// slow to greet: ssh gives up on the banner before the command was sent.
+// Run tries such a connection again, a bounded number of times; a command
+// that did start is never repeated.
 func (g *GuestNode) Run(ctx context.Context, cmd string) (string, error) {
-	return g.RunInput(ctx, nil, cmd)
+	for attempt := 1; ; attempt++ {
+		out, err := g.RunInput(ctx, nil, cmd)
+		if err == nil || attempt == sshAttempts || !strings.Contains(err.Error(), sshNoBanner) || ctx.Err() != nil {
+			return out, err
+		}
+	}
 }
+
+// sshNoBanner is what ssh says when the guest accepted the connection but
+// sent no banner in ConnectTimeout; sshAttempts bounds Run's tries.
+const (
+	sshNoBanner = "timed out during banner exchange"
+	sshAttempts = 3
+)
 
 // RunInput is Run with stdin as the command's standard input.
 func (g *GuestNode) RunInput(ctx context.Context, stdin io.Reader, cmd string) (string, error) {
