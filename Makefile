@@ -56,7 +56,10 @@ manifests: $(CONTROLLER_GEN) $(HELM) ## Generate CRDs and RBAC from markers (con
 	go run ./node-agent/cmd/kubefair-agent --print-seccomp-profile > config/seccomp/kubefair-agent.json
 
 .PHONY: verify
-verify: generate manifests lint ## Regenerate everything and fail if the tree changed.
+verify: $(CONTROLLER_GEN) $(HELM) ## Regenerate everything and fail if the tree changed.
+	@# One after the other, also beside other jobs (make test): lint reads what generate writes.
+	@# (The tools are this make's prerequisites, so that a parallel make builds each once.)
+	@$(MAKE) --no-print-directory -j1 generate manifests lint
 	@git status --porcelain -- api config charts | grep . && { echo "generated files are stale: run 'make generate manifests' and commit"; git diff --stat -- api config charts; exit 1; } || echo "verify: generated files are up to date"
 
 .PHONY: lint
@@ -115,7 +118,7 @@ cluster-binaries: ## Build every Kubernetes binary of the local cluster (cached)
 TEST_PREREQS += cluster-binaries
 
 .PHONY: node-image
-node-image: kernel cluster-binaries runtime ## Build the cgroup v2 guest node's disk image (Debian, systemd, containerd 2, kubelet; root, cached).
+node-image: cluster-binaries runtime ## Build the cgroup v2 guest node's disk image (Debian, systemd, containerd 2, kubelet; root, cached; the kernel is booted beside it, not in it).
 	K8S_VERSION=$(K8S_VERSION) $(RUNTIME_ENV) hack/build-node-image.sh >/dev/null
 TEST_PREREQS += node-image
 
@@ -124,7 +127,7 @@ cluster-up: deps cluster-binaries runtime helm ## Start the local single-node cl
 	go run ./hack/cluster up
 
 .PHONY: cluster-up-guest
-cluster-up-guest: deps cluster-binaries helm node-image ## The local cluster and a cgroup v2 node in a QEMU guest (root).
+cluster-up-guest: deps cluster-binaries helm kernel node-image ## The local cluster and a cgroup v2 node in a QEMU guest (root).
 	go run ./hack/cluster -guest up
 
 .PHONY: cluster-down
@@ -133,21 +136,22 @@ cluster-down: ## Stop the local cluster and leave the machine as it was.
 
 ##@ Test and demo
 
-# After verify, the prerequisites build two at a time: from empty caches
-# each has long stretches on one CPU (unpacking and committing the kernel
-# tree, linking the Kubernetes binaries, downloading modules) that the
+# verify and the prerequisites build two at a time, the kernels (the
+# longest chain) first: from empty caches each has long stretches on one
+# CPU or none (unpacking and committing the kernel tree, linking the
+# Kubernetes binaries, downloading modules and Debian packages) that the
 # other fills. cluster-binaries includes envtest's etcd and kube-apiserver,
 # so that one build makes all the Kubernetes binaries. The timeout is per
-# package: the e2e package takes 32–39 minutes, and on a slower day took over
+# package: the e2e package takes 30–39 minutes, and on a slower day took over
 # 45 (it tears its cluster down before the timeout, test/e2e TestMain).
 .PHONY: test
-test: deps $(CONTROLLER_GEN) verify ## Run every test suite (needs root for the node suites).
-	$(MAKE) -j2 cluster-binaries $(TEST_PREREQS)
+test: deps $(CONTROLLER_GEN) ## Run every test suite (needs root for the node suites).
+	$(MAKE) -j2 kernel verify cluster-binaries $(TEST_PREREQS)
 	hack/go-test.sh $(GO_TEST_FLAGS) -count=1 -timeout 60m -p 1 ./...
 
 # The demo's second node, a QEMU guest on kubefair's kernel, needs its disk
 # image (and the kernel); -embedded and -guest=false need neither.
-DEMO_NODES := $(if $(filter -embedded -guest=false,$(DEMO_FLAGS)),cluster-binaries runtime,node-image)
+DEMO_NODES := $(if $(filter -embedded -guest=false,$(DEMO_FLAGS)),cluster-binaries runtime,kernel node-image)
 
 .PHONY: demo
 demo: tools $(DEMO_NODES) helm ## kubefair on a real local cluster of two nodes (this host; a QEMU guest on kubefair's kernel): helm install, tenants, stock vs kubefair, `kubectl get tenants`, the thread table (DEMO_FLAGS=-guest=false: the host alone; -embedded: without containers).
