@@ -193,7 +193,10 @@ type usageResult struct {
 	exclusive []string
 	// unsliced says, per node that does not give the tenant's threads its
 	// latency class's slice, why (the report's LatencyClasses condition).
-	unsliced       []string
+	unsliced []string
+	// unelevated says, per node that does not apply the tenant's
+	// request-based elevation, why.
+	unelevated     []string
 	entitled       string
 	achieved       string
 	reportingNodes int32
@@ -259,11 +262,10 @@ func aggregateReports(t *kubefairv1.Tenant, reports []kubefairv1.NodeShareReport
 			res.exclusive = append(res.exclusive, fmt.Sprintf("on node %s kubelet's static CPU manager gives its pods %d CPU(s) of their own: those pods run outside the shared pool kubefair divides by weight, and outside its entitled and achieved shares (their CPU time is billed)", r.Name, share.ExclusiveCPUs))
 		}
 		if share.LatencyClassOff {
-			why := "its report's LatencyClasses condition says why"
-			if c := meta.FindStatusCondition(r.Conditions, kubefairv1.ConditionLatencyClasses); c != nil {
-				why = c.Reason + ": " + c.Message
-			}
-			res.unsliced = append(res.unsliced, fmt.Sprintf("on node %s its latency class %s is not applied (%s)", r.Name, t.Status.LatencyClass, why))
+			res.unsliced = append(res.unsliced, fmt.Sprintf("on node %s its latency class %s is not applied (%s)", r.Name, t.Status.LatencyClass, conditionWhy(r, kubefairv1.ConditionLatencyClasses)))
+		}
+		if share.RequestElevationOff {
+			res.unelevated = append(res.unelevated, fmt.Sprintf("on node %s its request-based elevation is not applied (%s)", r.Name, conditionWhy(r, kubefairv1.ConditionRequestElevation)))
 		}
 		if share.Bound != "" {
 			res.bounded = append(res.bounded, fmt.Sprintf("on node %s %s: it achieved %.1f%% of the node where it is entitled to %.1f%%", r.Name, boundMessage[share.Bound], 100*share.AchievedShare, 100*share.EntitledShare))
@@ -557,6 +559,9 @@ func setConditions(st *kubefairv1.TenantStatus, generation int64, tier tierResul
 	case len(usage.unsliced) > 0:
 		degraded = metav1.Condition{Type: kubefairv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonLatencyClassNotApplied,
 			Message: nodesMessage(usage.unsliced)}
+	case len(usage.unelevated) > 0:
+		degraded = metav1.Condition{Type: kubefairv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: kubefairv1.ReasonRequestElevationNotApplied,
+			Message: nodesMessage(usage.unelevated)}
 	case len(overlaps) > 0:
 		msg := overlaps[0].String()
 		if len(overlaps) > 1 {
@@ -624,4 +629,13 @@ func conflictMessage(cs []conflict) string {
 		msg += fmt.Sprintf(", and %d more conflict(s)", len(cs)-1)
 	}
 	return msg
+}
+
+// conditionWhy is a report's condition of this type as "reason: message",
+// for a tenant's Degraded message.
+func conditionWhy(r *kubefairv1.NodeShareReport, condition string) string {
+	if c := meta.FindStatusCondition(r.Conditions, condition); c != nil {
+		return c.Reason + ": " + c.Message
+	}
+	return "its report's " + condition + " condition says why"
 }

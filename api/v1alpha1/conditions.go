@@ -70,6 +70,10 @@ const (
 	// threads its latency class's slice (its report's LatencyClasses
 	// condition says why).
 	ReasonLatencyClassNotApplied = "LatencyClassNotApplied"
+	// ReasonRequestElevationNotApplied: some node does not apply the
+	// tenant's request-based elevation (its report's RequestElevation
+	// condition says why).
+	ReasonRequestElevationNotApplied = "RequestElevationNotApplied"
 )
 
 // FinalizerFinalBill keeps a deleted Tenant until its last CPU is in the
@@ -130,6 +134,23 @@ const (
 	// ConditionLatencyClasses is set while a tenant on the node has a
 	// latency class: True when its threads get the class's slice.
 	ConditionLatencyClasses = "LatencyClasses"
+	// ConditionRequestElevation is set while a tenant on the node asks for
+	// request-based elevation: True when the agent counts its processes'
+	// requests.
+	ConditionRequestElevation = "RequestElevation"
+)
+
+// Reasons of a NodeShareReport's RequestElevation condition.
+const (
+	// ReasonCountingRequests: the agent counts the requests the tenants'
+	// processes receive and elevates their workloads.
+	ReasonCountingRequests = "CountingRequests"
+	// ReasonRequestElevationOff: the agent runs with
+	// --request-elevation=false (the chart's agent.requestElevation.enabled).
+	ReasonRequestElevationOff = "RequestElevationOff"
+	// ReasonNoRequestCounter: the agent could not load or attach its eBPF
+	// request counter, or watch every process (the message says why).
+	ReasonNoRequestCounter = "NoRequestCounter"
 )
 
 // Reasons of a NodeShareReport's LatencyClasses condition.

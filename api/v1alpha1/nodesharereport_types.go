@@ -77,6 +77,17 @@ type TenantShare struct {
 	// condition says why).
 	// +optional
 	LatencyClassOff bool `json:"latencyClassOff,omitempty"`
+	// ElevatedWorkloads are the tenant's workloads on the node raised
+	// inside it for requests they received (spec.requestElevation), at the
+	// end of the window.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ElevatedWorkloads int32 `json:"elevatedWorkloads,omitempty"`
+	// RequestElevationOff is set when the tenant asks for request-based
+	// elevation and the node does not apply it (the report's
+	// RequestElevation condition says why).
+	// +optional
+	RequestElevationOff bool `json:"requestElevationOff,omitempty"`
 	// CPUNanoseconds is a cumulative counter of the tenant's CPU time on this
 	// node since BootID started; it never decreases within one boot.
 	// +kubebuilder:validation:Minimum=0

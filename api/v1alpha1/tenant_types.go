@@ -96,6 +96,15 @@ type TenantSpec struct {
 	// +kubebuilder:default=PFS
 	// +optional
 	ThreadPolicy ThreadPolicy `json:"threadPolicy,omitempty"`
+
+	// RequestElevation raises, inside the tenant, a workload whose
+	// processes receive requests on their sockets, for a time that grows
+	// with the node's load (request-based elevation, after seed 002): its
+	// weight against the tenant's other workloads goes up, the tenant's
+	// share of the node and its bill do not. Nodes whose agent cannot
+	// count requests (eBPF) say so, and the tenant is Degraded.
+	// +optional
+	RequestElevation bool `json:"requestElevation,omitempty"`
 }
 
 // TenantStatus is what the controller resolved, what the nodes measure now,

@@ -62,20 +62,25 @@ type Config struct {
 	// the kernel's), given when LatencyClasses is set.
 	Slices         map[kubefairv1.LatencyClass]time.Duration
 	LatencyClasses bool
+	// RequestElevation counts the requests that reach the pods of tenants
+	// asking for request-based elevation (eBPF) and elevates the receiving
+	// workloads inside their tenants.
+	RequestElevation bool
 }
 
 // Agent runs the loop. Create it with New.
 type Agent struct {
-	cfg      Config
-	log      logr.Logger
-	node     *node
-	reader   client.Reader
-	writer   client.Client
-	bootID   string
-	metrics  *Metrics
-	lastStep time.Time
-	found    podsFound
-	latency  latencyState
+	cfg       Config
+	log       logr.Logger
+	node      *node
+	reader    client.Reader
+	writer    client.Client
+	bootID    string
+	metrics   *Metrics
+	lastStep  time.Time
+	found     podsFound
+	latency   latencyState
+	elevation elevation
 	// weightsAreRequests: kubelet reports pod cgroup weights as the pods'
 	// CPU requests, so the plan may not scale them (enforce.Plan.Rescale).
 	weightsAreRequests bool
@@ -207,6 +212,8 @@ type tenantWindow struct {
 	runnable, podsNow int32
 	sliced            int32 // threads with the class's slice, last step
 	latencyOff        bool  // its class not applied, last step
+	elevated          int32 // workloads elevated for requests, last step
+	elevationOff      bool  // its request-based elevation not applied, last step
 	// limit is the tenant's CPU-limit share when its limits kept it below
 	// its entitlement in the window's last step, else 0.
 	limit float64
@@ -246,6 +253,13 @@ type TenantStep struct {
 	Latency       kubefairv1.LatencyClass
 	SlicedThreads int
 	LatencyOff    bool
+	// Elevate: the tenant asks for request-based elevation;
+	// ElevatedWorkloads are its workloads elevated in the step;
+	// ElevationOff is set when the node does not apply it (the report's
+	// RequestElevation condition says why).
+	Elevate           bool
+	ElevatedWorkloads int
+	ElevationOff      bool
 }
 
 // Step is one period's outcome.
@@ -304,6 +318,7 @@ func New(cfg Config, o Options) (*Agent, error) {
 		reader: o.Reader, writer: o.Writer, metrics: o.Metrics, bootID: hex.EncodeToString(b),
 		kick: make(chan struct{}, 1), procs: procReader{root: cfg.ProcRoot}, owner: map[int]int{}, active: map[int][]int{}, spent: map[int]threadTimes{}, relist: true, pods: map[string]*podState{}, billed: newBillingCounters(), window: map[string]*tenantWindow{},
 	}
+	a.elevation = openElevation(cfg, o.Log)
 	a.loadLoops()
 	return a, nil
 }
@@ -318,6 +333,7 @@ func (a *Agent) BootID() string { return a.bootID }
 func (a *Agent) Run(ctx context.Context) error {
 	t := time.NewTicker(a.cfg.Period)
 	defer t.Stop()
+	defer a.elevation.close()
 	for {
 		started := time.Now()
 		if _, err := a.Step(ctx, started); err != nil && ctx.Err() == nil {
@@ -357,7 +373,7 @@ func enforcementChanged(old, new any) bool {
 		return !ok || o.Status.EffectiveWeight != n.Status.EffectiveWeight ||
 			!equality.Semantic.DeepEqual(o.Status.Namespaces, n.Status.Namespaces) ||
 			!equality.Semantic.DeepEqual(o.Spec.Workloads, n.Spec.Workloads) || o.Spec.ThreadPolicy != n.Spec.ThreadPolicy ||
-			o.Status.LatencyClass != n.Status.LatencyClass
+			o.Status.LatencyClass != n.Status.LatencyClass || o.Spec.RequestElevation != n.Spec.RequestElevation
 	case *corev1.Pod:
 		n, ok := new.(*corev1.Pod)
 		return !ok || !equality.Semantic.DeepEqual(o.Labels, n.Labels) || o.Spec.NodeName != n.Spec.NodeName
@@ -469,6 +485,7 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	if err != nil {
 		return Step{}, err
 	}
+	a.elevation.elevate(snap, now)
 	alloc := fairness.Allocate(snap.model, a.cfg.Correction, &a.loops)
 	plan := a.plan(snap, alloc)
 	res, err := a.apply(snap, plan)
@@ -486,6 +503,7 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 		step.Tenants = append(step.Tenants, *snap.exclusive[name])
 	}
 	a.latency.update(a.node, &step, now)
+	a.elevation.update(&step, now)
 	return step, errors.Join(err, a.account(ctx, step, time.Since(start)))
 }
 
@@ -574,7 +592,7 @@ func (a *Agent) snapshot(ctx context.Context, now time.Time) (*snapshot, error) 
 		ps.weighed = true
 		tp := acc[member.tenant]
 		if tp == nil {
-			tp = &tenantPods{step: TenantStep{Name: member.tenant, Weight: member.weight, Latency: member.latency}}
+			tp = &tenantPods{step: TenantStep{Name: member.tenant, Weight: member.weight, Latency: member.latency, Elevate: member.elevate}}
 			acc[member.tenant] = tp
 		}
 		tp.pods = append(tp.pods, ps)

@@ -25,6 +25,7 @@ type membership struct {
 	declared bool
 	policy   fairness.ThreadPolicy
 	latency  kubefairv1.LatencyClass
+	elevate  bool   // spec.requestElevation
 	workload string // "" for a pod no workload selects
 	wlWeight int32
 }
@@ -38,7 +39,7 @@ func classify(pod *corev1.Pod, tenants []kubefairv1.Tenant) (membership, bool) {
 		if t.Status.EffectiveWeight <= 0 || !slices.Contains(t.Status.Namespaces, pod.Namespace) {
 			continue
 		}
-		m := membership{tenant: t.Name, uid: string(t.UID), weight: t.Status.EffectiveWeight, policy: fairness.ThreadPolicy(t.Spec.ThreadPolicy), latency: t.Status.LatencyClass,
+		m := membership{tenant: t.Name, uid: string(t.UID), weight: t.Status.EffectiveWeight, policy: fairness.ThreadPolicy(t.Spec.ThreadPolicy), latency: t.Status.LatencyClass, elevate: t.Spec.RequestElevation,
 			wlWeight: defaultWorkloadWeight, declared: len(t.Spec.Workloads) > 0}
 		for _, w := range t.Spec.Workloads {
 			sel, err := w.PodSelector.AsSelector()

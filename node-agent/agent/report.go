@@ -43,6 +43,7 @@ func (a *Agent) accumulate(step Step) {
 		w.entitledTime += t.Entitled * step.Window.Seconds()
 		w.backlogged = w.backlogged || t.Backlogged
 		w.runnable, w.podsNow, w.sliced, w.latencyOff = int32(t.Threads), int32(t.Pods), int32(t.SlicedThreads), t.LatencyOff
+		w.elevated, w.elevationOff = int32(t.ElevatedWorkloads), t.ElevationOff
 		w.limit = 0
 		if t.Limited {
 			w.limit = t.Limit
@@ -102,6 +103,7 @@ func (a *Agent) finishReport() error {
 			older.bounded = older.bounded || newer.bounded
 			older.limit, older.exclusive = newer.limit, newer.exclusive
 			older.runnable, older.podsNow, older.sliced, older.latencyOff = newer.runnable, newer.podsNow, newer.sliced, newer.latencyOff
+			older.elevated, older.elevationOff = newer.elevated, newer.elevationOff
 		}
 		a.window[name] = older
 	}
@@ -135,6 +137,7 @@ func (a *Agent) buildReport(now time.Time) *kubefairv1.NodeShareReport {
 			share.WaitingFraction = round4(float64(w.wait) / 1e9 / capacity)
 			share.Backlogged = w.backlogged
 			share.RunnableThreads, share.Pods, share.SlicedThreads, share.LatencyClassOff = w.runnable, w.podsNow, w.sliced, w.latencyOff
+			share.ElevatedWorkloads, share.RequestElevationOff = w.elevated, w.elevationOff
 			share.LimitedShare = round4(w.limit)
 			share.Bound = w.bound(share)
 			share.ExclusiveCPUs = w.exclusive
@@ -145,7 +148,7 @@ func (a *Agent) buildReport(now time.Time) *kubefairv1.NodeShareReport {
 		r.Tenants = append(r.Tenants, share)
 	}
 	r.Unmeasured = a.found.unmeasuredList()
-	r.Conditions = append(append([]metav1.Condition(nil), a.found.conditions...), a.latency.conditions...)
+	r.Conditions = append(append(append([]metav1.Condition(nil), a.found.conditions...), a.latency.conditions...), a.elevation.conditions...)
 	r.FairnessErrorPoints = round4(fairness.MaxErrorPoints(entitled, achieved, backlogged))
 	r.JainIndex = round4(fairness.JainIndex(entitled, achieved))
 	return r

@@ -41,6 +41,9 @@ var Agent = []Group{
 	{"the slices backend: read and set the scheduler slices of latency classes' threads (and the probe for custom slices)", []string{
 		"sched_getattr", "sched_setattr",
 	}},
+	{"request-based elevation (--request-elevation): load the eBPF request counter, attach it to the sock_recv_length tracepoint, watch processes and read their counts in its map", []string{
+		"bpf",
+	}},
 	{"installing this filter (after prctl(PR_SET_NO_NEW_PRIVS)); once it is in, more filters could only narrow it", []string{
 		"seccomp",
 	}},

@@ -46,6 +46,8 @@ func TestAgentSeccompPerBackend(t *testing.T) {
 		{"syscall", []string{"--set", "agent.backend=syscall"}, corev1.SeccompProfileTypeUnconfined, true, "no runtime profile can allow by name"},
 		{"patched-kernel-values.yaml", []string{"-f", filepath.Join(chartDir, "ci", "patched-kernel-values.yaml")}, corev1.SeccompProfileTypeLocalhost, true, "lets sched_setweight"},
 		{"cgroup with latency classes", []string{"--set", "agent.backend=cgroup", "--set", "agent.latencyClasses.enabled=true"}, corev1.SeccompProfileTypeRuntimeDefault, true, "latency classes set the scheduler slices of other"},
+		{"request elevation", []string{"--set", "agent.requestElevation.enabled=true"}, corev1.SeccompProfileTypeRuntimeDefault, false, "# CAP_BPF, CAP_PERFMON: request-based elevation loads an eBPF"},
+		{"nice with latency classes and request elevation", []string{"--set", "agent.backend=nice", "--set", "agent.latencyClasses.enabled=true", "--set", "agent.requestElevation.enabled=true"}, corev1.SeccompProfileTypeRuntimeDefault, true, "# CAP_BPF, CAP_PERFMON: request-based elevation loads an eBPF"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ds, text := renderAgent(t, tc.args...)
@@ -60,6 +62,13 @@ func TestAgentSeccompPerBackend(t *testing.T) {
 			wantAdd := []corev1.Capability(nil)
 			if tc.nice {
 				wantAdd = []corev1.Capability{"SYS_NICE"}
+			}
+			elevation := slices.Contains(tc.args, "agent.requestElevation.enabled=true")
+			if elevation {
+				wantAdd = append(wantAdd, "BPF", "PERFMON")
+			}
+			if slices.Contains(c.Args, "--request-elevation=true") != elevation {
+				t.Errorf("request elevation enabled %v, yet the agent's arguments are %v", elevation, c.Args)
 			}
 			if !slices.Equal(sc.Capabilities.Add, wantAdd) || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
 				t.Errorf("capabilities %+v, want drop ALL, add %v", sc.Capabilities, wantAdd)

@@ -61,6 +61,7 @@ func run() error {
 	gain := flag.Float64("correction-gain", fairness.DefaultCorrection.Gain, "closed-loop gain in (0, 1]: the fraction of a period's measured error (in log terms) corrected at once; lower is steadier on noisy nodes, slower to correct")
 	containerdAddress := flag.String("containerd-address", "", "containerd's socket, to discover containers through its API (falling back to the cgroup tree when it is unreachable); empty: walk the cgroup tree kubelet made")
 	containerdNamespace := flag.String("containerd-namespace", "k8s.io", "containerd namespace of kubelet's containers")
+	requestElevation := flag.Bool("request-elevation", false, "count the requests that reach the pods of tenants with spec.requestElevation (eBPF: CAP_BPF and CAP_PERFMON, a kernel with BTF, Linux 6.4+) and elevate the receiving workloads inside their tenants; off, or when the counter cannot load, the node's report says so")
 	latencyClasses := flag.Bool("latency-classes", false, "give the threads of tenants whose tier has a latencyClass that class's scheduler slice (Linux 6.12+; other users' threads need CAP_SYS_NICE); off, every slice is left to the kernel and the node's report says so")
 	interactiveSlice := flag.Duration("interactive-slice", 500*time.Microsecond, "the scheduler slice of the interactive latency class (0.1ms to 10ms): shorter than the kernel's, so a waking thread runs sooner")
 	batchSlice := flag.Duration("batch-slice", 0, "the scheduler slice of the batch latency class (0.1ms to 10ms; 0: the kernel's): longer slices let threads switch less, but moved tenants' CPU shares and the interactive tenants' latency (docs/agent.md)")
@@ -99,7 +100,8 @@ func run() error {
 	cfg := agent.Config{NodeName: *nodeName, PodUID: *podUID, Period: *period, ReportPeriod: *reportPeriod,
 		CgroupRoot: *cgroupRoot, KubeletCgroupRoot: *kubeletCgroupRoot, CgroupDriver: *cgroupDriver, ProcRoot: *procRoot,
 		Backend: *backend, ContainerdAddress: *containerdAddress, ContainerdNamespace: *containerdNamespace,
-		CPUs: *cpus, Correction: correction, StateDir: *stateDir, Slices: classSlices, LatencyClasses: *latencyClasses}
+		CPUs: *cpus, Correction: correction, StateDir: *stateDir, Slices: classSlices, LatencyClasses: *latencyClasses,
+		RequestElevation: *requestElevation}
 	if *restoreNow {
 		n, err := agent.Restore(cfg, log)
 		if err != nil {

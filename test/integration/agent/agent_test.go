@@ -103,6 +103,8 @@ type world struct {
 	// latencyClasses is set.
 	slices         map[kubefairv1.LatencyClass]time.Duration
 	latencyClasses bool
+	// requestElevation runs the agents with request-based elevation.
+	requestElevation bool
 }
 
 func newWorld(t testing.TB) *world {
@@ -231,7 +233,8 @@ func (w *world) newAgent(period time.Duration) (*agent.Agent, cache.Cache, conte
 	}
 	cfg := agent.Config{NodeName: node, Period: period, ReportPeriod: 2 * time.Second,
 		CgroupRoot: podcgroups.HostCgroupRoot, KubeletCgroupRoot: w.tree.KubeletRoot, CgroupDriver: string(cgroupfs.Cgroupfs),
-		ProcRoot: "/proc", Backend: "cgroup", CPUs: 2, StateDir: w.stateDir, Slices: w.slices, LatencyClasses: w.latencyClasses}
+		ProcRoot: "/proc", Backend: "cgroup", CPUs: 2, StateDir: w.stateDir, Slices: w.slices, LatencyClasses: w.latencyClasses,
+		RequestElevation: w.requestElevation}
 	if w.runtime != nil {
 		cfg.ContainerdAddress, cfg.ContainerdNamespace = w.runtime.Address, containerd.Namespace
 	}

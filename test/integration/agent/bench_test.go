@@ -210,7 +210,7 @@ func benchCost(b *testing.B, size costSize) costRow {
 
 // processCPU is the CPU time (user + system) a process has used, from
 // /proc/<pid>/stat in USER_HZ ticks (100 a second on Linux).
-func processCPU(b *testing.B, pid int) time.Duration {
+func processCPU(b testing.TB, pid int) time.Duration {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		b.Fatal(err)

@@ -24,7 +24,7 @@ import (
 // batch tier's asks for the kernel's, and the report says so per tenant;
 // when the agent stops and when a tier drops its class, the kernel's slice
 // comes back. What the slices do to CPU shares and latency is
-// TestLatencyClassesOnAServer's to measure.
+// TestLatencyOnAServer's to measure.
 func TestLatencyClasses(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()

@@ -24,7 +24,9 @@ import (
 // runcContainer is a bundle for runc (the one hack/build-runtime.sh builds,
 // which containerd's shim runs on kubefair's nodes) that runs the agent
 // binary the way the chart runs it on a patched-kernel node: root without
-// capabilities but CAP_SYS_NICE, no_new_privs (allowPrivilegeEscalation:
+// capabilities but CAP_SYS_NICE (and CAP_BPF, CAP_PERFMON, as with
+// agent.requestElevation.enabled; the kernel's BTF, which sysfs shows a
+// pod, bound read-only), no_new_privs (allowPrivilegeEscalation:
 // false), a read-only root filesystem, the host's PIDs (hostPID), and the
 // Localhost seccomp profile from config/seccomp/kubefair-agent.json —
 // containerd reads that file into the OCI spec's linux.seccomp exactly as
@@ -67,7 +69,7 @@ func newRuncContainerWithProfile(t *testing.T, n *nodeScene, id string, args []s
 	bind := func(path string, opts ...string) specs.Mount {
 		return specs.Mount{Destination: path, Type: "bind", Source: path, Options: append([]string{"rbind"}, opts...)}
 	}
-	caps := []string{"CAP_SYS_NICE"}
+	caps := []string{"CAP_SYS_NICE", "CAP_BPF", "CAP_PERFMON"}
 	spec := specs.Spec{
 		Version: "1.0.2",
 		Process: &specs.Process{
@@ -81,6 +83,7 @@ func newRuncContainerWithProfile(t *testing.T, n *nodeScene, id string, args []s
 			{Destination: "/proc", Type: "proc", Source: "proc"},
 			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "mode=755", "size=1m"}},
 			bind("/sys/fs/cgroup", "rw"),
+			bind("/sys/kernel/btf", "ro"),
 			bind(n.w.tree.Root, "rw"),
 			bind(n.w.stateDir, "rw"),
 			bind(filepath.Dir(n.kubeconfig), "ro"),

@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -75,14 +76,15 @@ func newNode(t *testing.T, prefix string) *nodeScene {
 	w := newWorld(t)
 	threaded, single := prefix+"-a", prefix+"-b"
 	// The threaded tenant's tier has a latency class: its threads' slices
-	// are among the agent's writes.
+	// are among the agent's writes; it asks for request-based elevation:
+	// the agent's eBPF counter watches its processes.
 	tier := &kubefairv1.PricingTier{ObjectMeta: metav1.ObjectMeta{Name: prefix + "-interactive"},
 		Spec: kubefairv1.PricingTierSpec{Weight: 3, PricePerCPUHour: "0.01", LatencyClass: kubefairv1.LatencyClassInteractive}}
 	if err := w.k8s.Create(context.Background(), tier); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = w.k8s.Delete(context.Background(), tier) })
-	w.addTenantSpec(threaded, kubefairv1.TenantSpec{Tier: tier.Name}, 2, 2)
+	w.addTenantSpec(threaded, kubefairv1.TenantSpec{Tier: tier.Name, RequestElevation: true}, 2, 2)
 	w.addTenant(single, 1, 1, 1)
 	d, _ := startContainerd(t)
 	var pods corev1.PodList
@@ -110,7 +112,7 @@ func newNode(t *testing.T, prefix string) *nodeScene {
 func (n *nodeScene) args(extra ...string) []string {
 	return append([]string{
 		"--node-name=" + node, "--cgroup-root=" + n.w.tree.Root, "--proc-root=/proc", "--state-dir=" + n.w.stateDir,
-		"--backend=nice", "--latency-classes=true", "--period=500ms", "--report-period=2s", "--cpus=2",
+		"--backend=nice", "--latency-classes=true", "--request-elevation=true", "--period=500ms", "--report-period=2s", "--cpus=2",
 		"--metrics-bind-address=" + n.metrics, "--health-probe-bind-address=" + n.probes,
 		"--containerd-address=" + n.containerd.Address,
 	}, extra...)
@@ -168,7 +170,7 @@ func (n *nodeScene) enforces(t *testing.T, p *agentProcess) {
 	ctx := context.Background()
 	// Several report periods: the report's observed time moves on each time.
 	var seen []time.Time
-	sliced := false
+	sliced, counting := false, false
 	deadline := time.Now().Add(60 * time.Second)
 	for len(seen) < 4 && time.Now().Before(deadline) {
 		if p.cmd.ProcessState != nil {
@@ -187,6 +189,8 @@ func (n *nodeScene) enforces(t *testing.T, p *agentProcess) {
 					}
 				}
 				sliced = sliced || shareOf(&r, n.threaded).SlicedThreads > 0
+				c := meta.FindStatusCondition(r.Conditions, kubefairv1.ConditionRequestElevation)
+				counting = counting || (c != nil && c.Status == metav1.ConditionTrue && !shareOf(&r, n.threaded).RequestElevationOff)
 			}
 		}
 		time.Sleep(300 * time.Millisecond)
@@ -203,6 +207,9 @@ func (n *nodeScene) enforces(t *testing.T, p *agentProcess) {
 	}
 	if reniced := n.renicedThreads(t, n.threaded); reniced == 0 {
 		t.Error("no thread of the two-thread two-thread burners has a nice level: the nice backend did not write")
+	}
+	if !counting {
+		t.Errorf("no report says the request counter watches tenant %s's processes (RequestElevation True); the agent's output:\n%s", n.threaded, p.out.String())
 	}
 	if custom := n.slicedThreads(t, n.threaded); !sliced || custom == 0 {
 		t.Errorf("the interactive tenant's threads: the report counted sliced ones %v, %d have a slice of their own; want both", sliced, custom)
