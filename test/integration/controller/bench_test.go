@@ -25,6 +25,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
+	"github.com/kubefair/kubefair/controllers"
 )
 
 // The controller benchmark's cluster: 100 tenants, each node running pods
@@ -41,6 +42,10 @@ const (
 )
 
 var benchScales = []int{10, 100, 1000}
+
+// statusJitter is how much closer than a status period two writes of one
+// tenant may reach an agent's watch: the API server's latency varies.
+const statusJitter = time.Second
 
 // BenchmarkController runs the real controller against a real API server
 // (envtest) while a load generator writes the NodeShareReports of 10, 100
@@ -74,10 +79,10 @@ func BenchmarkController(b *testing.B) {
 
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(w, "\ncontroller on envtest, %d tenants, %d per node, reports every %s (%d periods measured after %d):\n", benchTenants, benchTenantsByNode, benchPeriod, benchPeriods, benchWarmup)
-	fmt.Fprintln(w, "NODES\tJOINED IN\tREPORTS/S\tLEDGER BACKLOG\tTENANT P50\tTENANT P99\tLEDGER P50\tLEDGER P99\tSTATUS WRITES/TENANT/PERIOD\tAGENT WATCH EVENTS/PERIOD\tAPI REQUESTS/S\t")
+	fmt.Fprintln(w, "NODES\tJOINED IN\tREPORTS/S\tLEDGER BACKLOG\tTENANT P50\tTENANT P99\tLEDGER P50\tLEDGER P99\tSTATUS WRITES/TENANT/PERIOD\tCLOSEST WRITES\tAGENT WATCH EVENTS/PERIOD\tAPI REQUESTS/S\t")
 	for _, r := range rows {
-		fmt.Fprintf(w, "%d\t%.0f s\t%.1f\t%d\t%s\t%s\t%s\t%s\t%.2f\t%.0f\t%.0f\t\n", r.nodes, r.joined.Seconds(), r.reportsPerSecond, r.ledgerBacklog, ms(r.tenantP50), ms(r.tenantP99),
-			ms(r.ledgerP50), ms(r.ledgerP99), r.statusWrites, r.watchEvents, r.requestsPerSecond)
+		fmt.Fprintf(w, "%d\t%.0f s\t%.1f\t%d\t%s\t%s\t%s\t%s\t%.2f\t%.1f s\t%.0f\t%.0f\t\n", r.nodes, r.joined.Seconds(), r.reportsPerSecond, r.ledgerBacklog, ms(r.tenantP50), ms(r.tenantP99),
+			ms(r.ledgerP50), ms(r.ledgerP99), r.statusWrites, r.closestWrites.Seconds(), r.watchEvents, r.requestsPerSecond)
 	}
 	w.Flush()
 	first, last := rows[0], rows[len(rows)-1]
@@ -93,8 +98,12 @@ func BenchmarkController(b *testing.B) {
 		if r.ledgerBacklog > max(5, r.nodes/10) {
 			b.Errorf("%d nodes: %d reports wait for the ledger", r.nodes, r.ledgerBacklog)
 		}
-		if r.statusWrites > 1 {
-			b.Errorf("%d nodes: %.2f status writes per tenant per period, want ≤ 1", r.nodes, r.statusWrites)
+		// At most one status write per tenant per period: successive writes
+		// of a tenant a status period apart, less the watch's delivery
+		// jitter. (The mean over the window may pass 1: a tenant written at
+		// both of its ends has benchPeriods+1 writes in benchPeriods.)
+		if r.closestWrites > 0 && r.closestWrites < controllers.DefaultStatusPeriod-statusJitter {
+			b.Errorf("%d nodes: a tenant's status was written twice within %s, want at most once per %s", r.nodes, r.closestWrites, controllers.DefaultStatusPeriod)
 		}
 	}
 	// At most one status write per tenant per period, whatever the nodes:
@@ -112,6 +121,9 @@ type benchRow struct {
 	joined                                     time.Duration
 	tenantP50, tenantP99, ledgerP50, ledgerP99 time.Duration
 	statusWrites, watchEvents                  float64
+	// closestWrites is the shortest time between two successive status
+	// writes of one tenant (0: no tenant was written twice).
+	closestWrites time.Duration
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
@@ -335,10 +347,17 @@ func (l *load) measure() benchRow {
 	}
 	defer w.Stop()
 	var events atomic.Int64
+	var mu sync.Mutex
+	written := map[string][]time.Time{} // each tenant's writes, as the watch saw them
 	go func() {
 		for e := range w.ResultChan() {
 			if e.Type == watch.Modified || e.Type == watch.Added {
 				events.Add(1)
+				if t, ok := e.Object.(*kubefairv1.Tenant); ok {
+					mu.Lock()
+					written[t.Name] = append(written[t.Name], time.Now())
+					mu.Unlock()
+				}
 			}
 		}
 	}()
@@ -354,6 +373,15 @@ func (l *load) measure() benchRow {
 		watchEvents:       float64(events.Load()) / benchPeriods,
 	}
 	row.statusWrites = row.watchEvents / benchTenants
+	mu.Lock()
+	for _, at := range written {
+		for i := 1; i < len(at); i++ {
+			if gap := at[i].Sub(at[i-1]); row.closestWrites == 0 || gap < row.closestWrites {
+				row.closestWrites = gap
+			}
+		}
+	}
+	mu.Unlock()
 	row.ledgerBacklog = queueDepth(l.b, "ledger")
 	row.tenantP50, row.tenantP99 = quantile(tenantBefore, tenantAfter, 0.5), quantile(tenantBefore, tenantAfter, 0.99)
 	row.ledgerP50, row.ledgerP99 = quantile(ledgerBefore, ledgerAfter, 0.5), quantile(ledgerBefore, ledgerAfter, 0.99)
