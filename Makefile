@@ -53,7 +53,9 @@ manifests: $(CONTROLLER_GEN) $(HELM) ## Generate CRDs and RBAC from markers (con
 	$(CONTROLLER_GEN) crd:allowDangerousTypes=true paths="./api/..." output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=kubefair-controller paths="./controllers/..." output:rbac:artifacts:config=config/rbac
 	HELM=$(HELM) hack/sync-chart.sh
-	go run ./node-agent/cmd/kubefair-agent --print-seccomp-profile > config/seccomp/kubefair-agent.json
+	@# Written whole then renamed: the node image, built beside verify, hashes it.
+	go run ./node-agent/cmd/kubefair-agent --print-seccomp-profile > config/seccomp/kubefair-agent.json.tmp
+	mv config/seccomp/kubefair-agent.json.tmp config/seccomp/kubefair-agent.json
 
 .PHONY: verify
 verify: $(CONTROLLER_GEN) $(HELM) ## Regenerate everything and fail if the tree changed.

@@ -144,7 +144,8 @@ install -m 0600 "$work/id_ed25519.pub" "$root/root/.ssh/authorized_keys"
 
 size=$(( $(du -sm "$root" | cut -f1) + FREE_MIB ))
 log "making the ext4 image (${size} MiB, sparse)"
-mkfs.ext4 -q -F -m 0 -L kubefair-node -d "$root" "$work/disk.img" "${size}M"
+# Its notes go to stderr: stdout is the image's directory alone.
+mkfs.ext4 -q -F -m 0 -L kubefair-node -d "$root" "$work/disk.img" "${size}M" >&2
 rm -rf "$root"
 {
   echo "suite=$SUITE mirror=$mirror packages=${PACKAGES[*]}"
