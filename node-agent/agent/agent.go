@@ -485,7 +485,7 @@ func (a *Agent) Step(ctx context.Context, now time.Time) (Step, error) {
 	if err != nil {
 		return Step{}, err
 	}
-	a.elevation.elevate(snap, now)
+	a.elevation.elevate(snap)
 	alloc := fairness.Allocate(snap.model, a.cfg.Correction, &a.loops)
 	plan := a.plan(snap, alloc)
 	res, err := a.apply(snap, plan)

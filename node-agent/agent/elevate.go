@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kubefairv1 "github.com/kubefair/kubefair/api/v1alpha1"
@@ -28,14 +27,12 @@ type elevation struct {
 	off     error
 	// failed is why the last period elevated nothing although the
 	// counter is on (watching or reading failed): it fails closed.
-	failed   error
-	watchErr error
-	loadavg  string // the kernel's load average file
-	cpus     int
-	// workloads are the elevations, by tenant and workload; last the
-	// period's requests were counted over.
+	failed  error
+	loadavg string // the kernel's load average file
+	cpus    int
+	// workloads are the elevations, by tenant and workload; watching the
+	// processes the counter watches.
 	workloads  map[string]fairness.Elevation
-	last       time.Time
 	watching   []int
 	conditions []metav1.Condition
 }
@@ -74,8 +71,12 @@ func (e *elevation) close() {
 // workload whose processes received requests over the period is elevated
 // (fairness.Elevate), and its weight inside its tenant multiplied. Tenants
 // not asking, and every tenant when the counter is off, keep their
-// workloads' weights.
-func (e *elevation) elevate(snap *snapshot, now time.Time) {
+// workloads' weights; a node where no tenant asks does nothing more each
+// period than look.
+func (e *elevation) elevate(snap *snapshot) {
+	if e.counter == nil {
+		return
+	}
 	var pids []int
 	for _, tp := range snap.tenants {
 		if tp.step.Elevate {
@@ -84,25 +85,25 @@ func (e *elevation) elevate(snap *snapshot, now time.Time) {
 			}
 		}
 	}
-	if e.counter == nil {
-		return
-	}
-	dt := now.Sub(e.last)
-	if e.last.IsZero() || dt <= 0 {
-		dt = snap.model.Period
-	}
-	e.last = now
 	slices.Sort(pids)
 	pids = slices.Compact(pids)
-	if e.watchErr != nil || !slices.Equal(pids, e.watching) {
-		e.watchErr, e.watching = e.counter.Watch(pids), pids
+	var watchErr error
+	if e.failed != nil || !slices.Equal(pids, e.watching) { // a failed watch is tried again
+		watchErr, e.watching = e.counter.Watch(pids), pids
+	}
+	if len(pids) == 0 {
+		e.failed = watchErr
+		clear(e.workloads)
+		return
 	}
 	counts, err := e.counter.Take()
-	e.failed = errors.Join(e.watchErr, err)
+	if e.failed = errors.Join(watchErr, err); e.failed != nil {
+		return
+	}
 	load := e.loadPerCPU()
 	seen := map[string]bool{}
 	for i, tp := range snap.tenants {
-		if !tp.step.Elevate || e.failed != nil {
+		if !tp.step.Elevate {
 			continue
 		}
 		ws := snap.model.Tenants[i].Workloads
@@ -115,8 +116,8 @@ func (e *elevation) elevate(snap *snapshot, now time.Time) {
 				}
 			}
 			key := tp.step.Name + "/" + ws[k].Name
-			el := fairness.Elevate(e.workloads[key], local, network, load, dt)
 			seen[key] = true
+			el := fairness.Elevate(e.workloads[key], local, network, load, snap.model.Window)
 			if el.Level == 0 {
 				delete(e.workloads, key)
 				continue
@@ -161,28 +162,20 @@ func (e *elevation) update(step *Step, now time.Time) {
 			elevated += t.ElevatedWorkloads
 		}
 	}
-	if len(asking) == 0 {
-		meta.RemoveStatusCondition(&e.conditions, kubefairv1.ConditionRequestElevation)
-		return
-	}
-	slices.Sort(names)
-	who := abbreviate(names, 5)
-	c := metav1.Condition{Type: kubefairv1.ConditionRequestElevation, Status: metav1.ConditionFalse, LastTransitionTime: metav1.NewTime(now)}
-	switch {
-	case e.off == errElevationOff:
-		c.Reason, c.Message = kubefairv1.ReasonRequestElevationOff, fmt.Sprintf("%s: %v; their workloads keep their weights", who, e.off)
-	case e.counter == nil || e.off != nil || e.failed != nil:
-		why := errors.Join(e.off, e.failed)
-		if why == nil {
-			why = errors.New("no request counter")
+	off := setTenantsCondition(&e.conditions, kubefairv1.ConditionRequestElevation, names, now, func(who string) (metav1.ConditionStatus, string, string) {
+		switch {
+		case e.off == errElevationOff:
+			return metav1.ConditionFalse, kubefairv1.ReasonRequestElevationOff, fmt.Sprintf("%s: %v; their workloads keep their weights", who, e.off)
+		case e.counter == nil || e.off != nil || e.failed != nil:
+			why := errors.Join(e.off, e.failed)
+			if why == nil {
+				why = errors.New("no request counter")
+			}
+			return metav1.ConditionFalse, kubefairv1.ReasonNoRequestCounter, fmt.Sprintf("%s: %v; their workloads keep their weights", who, why)
 		}
-		c.Reason, c.Message = kubefairv1.ReasonNoRequestCounter, fmt.Sprintf("%s: %v; their workloads keep their weights", who, why)
-	default:
-		c.Status, c.Reason = metav1.ConditionTrue, kubefairv1.ReasonCountingRequests
-		c.Message = fmt.Sprintf("%s: %d process(es) watched, %d workload(s) elevated", who, len(e.watching), elevated)
-	}
+		return metav1.ConditionTrue, kubefairv1.ReasonCountingRequests, fmt.Sprintf("%s: %d process(es) watched, %d workload(s) elevated", who, len(e.watching), elevated)
+	})
 	for _, t := range asking {
-		t.ElevationOff = c.Status == metav1.ConditionFalse
+		t.ElevationOff = off
 	}
-	meta.SetStatusCondition(&e.conditions, c)
 }

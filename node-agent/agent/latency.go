@@ -43,31 +43,35 @@ func (l *latencyState) update(n *node, step *Step, now time.Time) {
 			sliced += t.SlicedThreads
 		}
 	}
-	if len(classed) == 0 {
-		meta.RemoveStatusCondition(&l.conditions, kubefairv1.ConditionLatencyClasses)
-		return
-	}
-	slices.Sort(classed)
-	names := abbreviate(classed, 5)
-	c := metav1.Condition{Type: kubefairv1.ConditionLatencyClasses, Status: metav1.ConditionFalse, LastTransitionTime: metav1.NewTime(now)}
-	switch {
-	case n.slices == nil && n.slicesOff == errClassesOff:
-		c.Reason = kubefairv1.ReasonLatencyClassesOff
-		c.Message = fmt.Sprintf("%s: %v; their threads keep the kernel's slice", names, n.slicesOff)
-	case n.slices == nil:
-		c.Reason = kubefairv1.ReasonNoCustomSlices
-		c.Message = fmt.Sprintf("%s: %v; their threads keep the kernel's slice", names, n.slicesOff)
-	case step.Result.SlicesRefused > 0:
-		c.Reason = kubefairv1.ReasonSlicesRefused
-		c.Message = fmt.Sprintf("%s: the kernel refused %d thread(s) their slice (EPERM: another user's threads need CAP_SYS_NICE, which the chart's agent.latencyClasses.enabled grants)", names, step.Result.SlicesRefused)
-	default:
-		c.Status, c.Reason = metav1.ConditionTrue, kubefairv1.ReasonSlicesApplied
-		c.Message = fmt.Sprintf("%s: %d thread(s) with their class's slice (%s)", names, sliced, n.classSlices())
-	}
+	off := setTenantsCondition(&l.conditions, kubefairv1.ConditionLatencyClasses, classed, now, func(who string) (metav1.ConditionStatus, string, string) {
+		switch {
+		case n.slices == nil && n.slicesOff == errClassesOff:
+			return metav1.ConditionFalse, kubefairv1.ReasonLatencyClassesOff, fmt.Sprintf("%s: %v; their threads keep the kernel's slice", who, n.slicesOff)
+		case n.slices == nil:
+			return metav1.ConditionFalse, kubefairv1.ReasonNoCustomSlices, fmt.Sprintf("%s: %v; their threads keep the kernel's slice", who, n.slicesOff)
+		case step.Result.SlicesRefused > 0:
+			return metav1.ConditionFalse, kubefairv1.ReasonSlicesRefused, fmt.Sprintf("%s: the kernel refused %d thread(s) their slice (EPERM: another user's threads need CAP_SYS_NICE, which the chart's agent.latencyClasses.enabled grants)", who, step.Result.SlicesRefused)
+		}
+		return metav1.ConditionTrue, kubefairv1.ReasonSlicesApplied, fmt.Sprintf("%s: %d thread(s) with their class's slice (%s)", who, sliced, n.classSlices())
+	})
 	for _, t := range tenants {
-		t.LatencyOff = c.Status == metav1.ConditionFalse
+		t.LatencyOff = off
 	}
-	meta.SetStatusCondition(&l.conditions, c)
+}
+
+// setTenantsCondition keeps a report condition about the tenants named:
+// removed when there are none, else set to what judge says given their
+// names (sorted, abbreviated). It returns whether the condition is False:
+// the node does not serve those tenants what they ask for.
+func setTenantsCondition(conditions *[]metav1.Condition, typ string, names []string, now time.Time, judge func(who string) (metav1.ConditionStatus, string, string)) bool {
+	if len(names) == 0 {
+		meta.RemoveStatusCondition(conditions, typ)
+		return false
+	}
+	slices.Sort(names)
+	status, reason, message := judge(abbreviate(names, 5))
+	meta.SetStatusCondition(conditions, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: message, LastTransitionTime: metav1.NewTime(now)})
+	return status == metav1.ConditionFalse
 }
 
 // classSlices names each class's slice, e.g. "batch the kernel's,

@@ -67,9 +67,6 @@ func Elevate(e Elevation, local, network bool, loadPerCPU float64, dt time.Durat
 		e.Level--
 		e.Left = step.delay
 	}
-	if e.Level == 0 {
-		e.Left = 0
-	}
 	raise := 0
 	if local {
 		raise = step.local
@@ -77,8 +74,11 @@ func Elevate(e Elevation, local, network bool, loadPerCPU float64, dt time.Durat
 	if network {
 		raise = max(raise, step.network)
 	}
-	if raise > e.Level || (raise == e.Level && raise > 0) {
-		e = Elevation{Level: raise, Left: step.delay}
+	switch {
+	case raise > 0 && raise >= e.Level:
+		return Elevation{Level: raise, Left: step.delay}
+	case e.Level == 0:
+		return Elevation{}
 	}
 	return e
 }

@@ -46,14 +46,7 @@ func TestLatencyClasses(t *testing.T) {
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == kubefairv1.ReasonLatencyClassesOff &&
 			shareOf(r, "shop").LatencyClassOff && !shareOf(r, "etl").LatencyClassOff
 	})
-	waitFor(t, "tenant shop Degraded with LatencyClassNotApplied", func() bool {
-		var tn kubefairv1.Tenant
-		if w.k8s.Get(ctx, client.ObjectKey{Name: "shop"}, &tn) != nil {
-			return false
-		}
-		c := meta.FindStatusCondition(tn.Status.Conditions, kubefairv1.ConditionDegraded)
-		return c != nil && c.Reason == kubefairv1.ReasonLatencyClassNotApplied && strings.Contains(c.Message, "--latency-classes=false")
-	})
+	w.waitForDegraded(t, "shop", kubefairv1.ReasonLatencyClassNotApplied, "--latency-classes=false")
 	w.waitForSlices(t, map[string]time.Duration{"shop": kernel, "etl": kernel})
 	w.stopAgent()
 
@@ -108,6 +101,20 @@ func TestLatencyClasses(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.waitForSlices(t, map[string]time.Duration{"shop": kernel})
+}
+
+// waitForDegraded waits until the tenant is Degraded for this reason, with
+// a message that says why.
+func (w *world) waitForDegraded(t *testing.T, tenant, reason, why string) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("tenant %s Degraded with %s", tenant, reason), func() bool {
+		var tn kubefairv1.Tenant
+		if w.k8s.Get(context.Background(), client.ObjectKey{Name: tenant}, &tn) != nil {
+			return false
+		}
+		c := meta.FindStatusCondition(tn.Status.Conditions, kubefairv1.ConditionDegraded)
+		return c != nil && c.Reason == reason && strings.Contains(c.Message, why)
+	})
 }
 
 // addClassTiers creates an interactive and a batch PricingTier of these

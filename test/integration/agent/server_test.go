@@ -84,14 +84,7 @@ func TestLatencyOnAServer(t *testing.T) {
 		c := meta.FindStatusCondition(r.Conditions, kubefairv1.ConditionRequestElevation)
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == kubefairv1.ReasonRequestElevationOff && shareOf(r, "web").RequestElevationOff
 	})
-	waitFor(t, "tenant web Degraded with RequestElevationNotApplied", func() bool {
-		var tn kubefairv1.Tenant
-		if w.k8s.Get(ctx, client.ObjectKey{Name: "web"}, &tn) != nil {
-			return false
-		}
-		c := meta.FindStatusCondition(tn.Status.Conditions, kubefairv1.ConditionDegraded)
-		return c != nil && c.Reason == kubefairv1.ReasonRequestElevationNotApplied && strings.Contains(c.Message, "--request-elevation=false")
-	})
+	w.waitForDegraded(t, "web", kubefairv1.ReasonRequestElevationNotApplied, "--request-elevation=false")
 	rows = append(rows, w.serve(t, srv, "kubefair"))
 	w.stopAgent()
 
