@@ -100,6 +100,7 @@ func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 	// The threads set earlier and not listed now: those of a pod that did
 	// not run keep their slice unread (no /proc read a period for idle
 	// pods); the others are checked before anything changes.
+	swept := map[int]bool{}
 	for tid, t := range b.set {
 		w := want[t.cgroup]
 		switch {
@@ -108,8 +109,8 @@ func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 		case !b.same(tid, t):
 			delete(b.set, tid) // exited, or the id is another task's now
 		case w == t.slice: // alive, though its pod's list missed it
-		case w == 0:
-			errs = append(errs, b.restore(tid, t, &res))
+		case w == 0: // with the threads that inherited its slice
+			errs = append(errs, b.restoreSame(tid, t, swept, &res))
 		default: // the tenant's class changed while the thread was idle
 			b.give(tid, t.cgroup, w, &res, &errs)
 		}
@@ -173,7 +174,7 @@ func (b *Backend) Restore(pods []enforce.Pod) error {
 	swept := map[int]bool{}
 	for tid, t := range b.set {
 		if leaving[t.cgroup] {
-			errs = append(errs, b.restoreSame(tid, t, swept))
+			errs = append(errs, b.restoreSame(tid, t, swept, nil))
 		}
 	}
 	return errors.Join(errs...)
@@ -186,7 +187,7 @@ func (b *Backend) RestoreAll() error {
 	var errs []error
 	swept := map[int]bool{}
 	for tid, t := range b.set {
-		errs = append(errs, b.restoreSame(tid, t, swept))
+		errs = append(errs, b.restoreSame(tid, t, swept, nil))
 	}
 	return errors.Join(errs...)
 }
@@ -197,8 +198,9 @@ func (b *Backend) RestoreAll() error {
 // those started after the last Apply were never listed (the Go runtime of
 // a pod starting up makes them). swept holds the threads of the processes
 // already looked at. A process a sliced thread forked in that last period
-// keeps the slice (docs/agent.md, "Latency classes").
-func (b *Backend) restoreSame(tid int, t thread, swept map[int]bool) error {
+// keeps the slice (docs/agent.md, "Latency classes"). Writes are counted in
+// res when it is given.
+func (b *Backend) restoreSame(tid int, t thread, swept map[int]bool, res *enforce.Result) error {
 	if !b.same(tid, t) {
 		delete(b.set, tid)
 		return nil
@@ -211,11 +213,11 @@ func (b *Backend) restoreSame(tid int, t thread, swept map[int]bool) error {
 				continue // restored as itself
 			}
 			if s, err := Of(sibling); err == nil && s == t.slice {
-				errs = append(errs, b.restore(sibling, thread{cgroup: t.cgroup}, nil))
+				errs = append(errs, b.restore(sibling, thread{cgroup: t.cgroup}, res))
 			}
 		}
 	}
-	return errors.Join(append(errs, b.restore(tid, t, nil))...)
+	return errors.Join(append(errs, b.restore(tid, t, res))...)
 }
 
 // Held is the slice it set per thread id (tests read it).

@@ -141,6 +141,28 @@ func TestRestoreFindsInheritedSlices(t *testing.T) {
 	}
 }
 
+// TestClassDroppedFindsInheritedSlices: when a pod's class goes away, the
+// threads that inherited the slice after the last listing get the kernel's
+// back with the ones it set (TestLatencyClasses once found one left).
+func TestClassDroppedFindsInheritedSlices(t *testing.T) {
+	b := newBackend(t)
+	listed, inherited := lockedThread(t), lockedThread(t)
+	def := sliceOf(t, listed)
+	s := 700 * time.Microsecond
+	if _, err := b.Apply(enforce.Plan{Pods: []enforce.Pod{pod("shop", "podA", s, listed)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := setSlice(inherited, s); err != nil { // as a clone of the listed thread would
+		t.Fatal(err)
+	}
+	if _, err := b.Apply(enforce.Plan{Pods: []enforce.Pod{pod("shop", "podA", 0, listed)}}); err != nil {
+		t.Fatal(err)
+	}
+	if l, i := sliceOf(t, listed), sliceOf(t, inherited); l != def || i != def {
+		t.Errorf("after the class went away: the listed thread %v, the inherited one %v, want the kernel's %v", l, i, def)
+	}
+}
+
 // lockedThread is the id of an OS thread of the test's own process, kept
 // until the test ends (a goroutine locked to it; the thread exits with it).
 func lockedThread(t *testing.T) int {
