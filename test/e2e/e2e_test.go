@@ -41,10 +41,16 @@ const (
 	// by 0.06 points: thirteen.
 	window  = 12 * time.Second
 	windows = 13
-	// stockWindows: stock is measured for its 3-point check against
-	// kubelet's weights (checkStock), which it has met within 0.4 points:
-	// five windows are enough for that.
+	// stockWindows: stock is measured for its check against kubelet's
+	// weights (checkStock): five windows are enough for that.
 	stockWindows = 5
+	// stockPoints bounds |stock − kubelet's weights|. On the host the
+	// tenants met it within 0.4 points. On the guest, render's pod of 59
+	// threads took 1.7, 2.5 and 2.9 points more than its weight gives, in
+	// three runs, and batch lost as much (3.2 once). That pod is the only
+	// divisible load among single-thread pods, and more windows do not move
+	// it. Leftover kubefair weights would move stock by tens of points.
+	stockPoints = 4.0
 	// settle is the time a fault is given before shares are measured again.
 	settle = 5 * time.Second
 	// The components' metrics ports in ci/local-cluster-values.yaml (host
@@ -354,7 +360,10 @@ func (w *world) checkVMs(when string, got scenario.Shares) {
 // Burstable pods alike (they request the same), the BestEffort pods
 // alike in the BestEffort QoS cgroup, which weighs 2 shares against
 // Burstable's sum of requests (cgroup v2: kubelet's conversion of both) —
-// far from the tiers.
+// far from the tiers. Within stockPoints: the kernel spreads a pod of many
+// threads over both CPUs and its single-thread siblings cannot be split, so
+// the load balancer leaves the many-threaded pod on whichever CPU is
+// lighter, above its weight's part.
 func (w *world) checkStock(stock scenario.Shares, v2 bool) {
 	w.t.Helper()
 	var burstable, bestEffort int
@@ -380,8 +389,8 @@ func (w *world) checkStock(stock scenario.Shares, v2 bool) {
 		if tn.BestEffort() {
 			want = beShare * float64(tn.Pods()) / float64(bestEffort)
 		}
-		if d := 100 * math.Abs(stock.Tenant[tn.Name]-want); d > 3 {
-			w.t.Errorf("stock: tenant %s got %.1f%%, kubelet's weights say %.1f%%", tn.Name, 100*stock.Tenant[tn.Name], 100*want)
+		if d := 100 * math.Abs(stock.Tenant[tn.Name]-want); d > stockPoints {
+			w.t.Errorf("stock: tenant %s got %.1f%%, kubelet's weights say %.1f%% (bound %.0f points)", tn.Name, 100*stock.Tenant[tn.Name], 100*want, stockPoints)
 		}
 	}
 }
