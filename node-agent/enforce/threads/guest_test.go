@@ -8,7 +8,6 @@ package threads
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -46,10 +45,9 @@ func offCPU0(t *testing.T) {
 }
 
 // spinner starts a process spinning n threads pinned to CPU 0 (the Go
-// runtime's own threads are free to run elsewhere; env adds to the
-// spinner's environment), and returns it with the ids its spinning threads
-// announced, once each of them has run.
-func spinner(t *testing.T, n int, env ...string) (*exec.Cmd, []int) {
+// runtime's own threads are free to run elsewhere), and returns it with the
+// ids its spinning threads announced, once each of them has run.
+func spinner(t *testing.T, n int) (*exec.Cmd, []int) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
 	// Go preempts a goroutine that is locked to its thread by a signal
@@ -57,7 +55,7 @@ func spinner(t *testing.T, n int, env ...string) (*exec.Cmd, []int) {
 	// and a runtime thread wakes it. A 1-spinner process then has two
 	// runnable threads part of the time, which the kernel's modes count
 	// (kernel/README.md). These spinners stand for n busy threads.
-	cmd.Env = append(append(os.Environ(), "KUBEFAIR_SPIN="+strconv.Itoa(n), "GODEBUG=asyncpreemptoff=1"), env...)
+	cmd.Env = append(os.Environ(), "KUBEFAIR_SPIN="+strconv.Itoa(n), "GODEBUG=asyncpreemptoff=1")
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -369,142 +367,6 @@ func shares(window time.Duration, pids ...int) []float64 {
 	return out
 }
 
-// TestProcessLoopOnTwoCPUs: processes of 1, 8 and 50 threads free to run
-// on both CPUs, in the kernel's PFS and then TWRS mode through the syscall
-// backend. The modes split each process's weight among its threads, but the
-// load balancer places threads, not processes, and leaves the CPUs' loads
-// up to a sixth apart: a 1-thread process cannot be split. Applied every
-// period with each process's measured times, as the agent does, the
-// backend's per-process loop takes PFS towards a third each and TWRS
-// towards eq. 3.3's parts (the pod's threads as one run queue); asserted
-// within processGuardPoints, as the loop does not hold the 2 points
-// in every run (docs/agent.md has the runs). A weight moves a process's
-// share little where placement rules, so the loop learns for 40 s. The
-// balancer moves each process's threads in blocks about every second, so
-// one period's share swings widely (25–48 % for the 50-thread process):
-// 8-s windows span several moves, where the median of 3-s ones sat off the
-// mean the loop holds.
-func TestProcessLoopOnTwoCPUs(t *testing.T) {
-	b, err := New("/proc", 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	counts := []float64{1, 8, 50}
-	pids := make([]int, len(counts))
-	for i := len(counts) - 1; i >= 0; i-- { // the largest first, while the CPUs are free
-		cmd, _ := spinner(t, int(counts[i]), "KUBEFAIR_SPIN_ANYWHERE=1")
-		pids[i] = cmd.Process.Pid
-	}
-	// In a cgroup of their own, as in a pod: TWRS weighs threads up to
-	// 58 × 1024 against each other, which beside the test's own threads in
-	// the root cgroup would starve the test's loop.
-	enterCgroup(t, "pod", pids)
-	defer func() {
-		if err := b.RestoreAll(); err != nil {
-			t.Error(err)
-		}
-	}()
-	for _, policy := range []fairness.ThreadPolicy{fairness.PFS, fairness.TWRS} {
-		targets := fairness.ProcessTargets(policy, counts)
-		var sum float64
-		for _, v := range targets {
-			sum += v
-		}
-		// The mode alone: one Apply, no window to learn from.
-		if _, err := b.Apply(enforce.Plan{Pods: []enforce.Pod{measuredPod(policy, pids, nil, 0)}}); err != nil {
-			t.Fatal(err)
-		}
-		alone := medianProcessShares(pids, 3*time.Second, 1)
-		stop := make(chan struct{})
-		done := make(chan error, 1)
-		go func() { done <- applyEveryPeriod(b, policy, pids, time.Second, stop) }()
-		time.Sleep(40 * time.Second) // the loop learns
-		looped := medianProcessShares(pids, 8*time.Second, 5)
-		close(stop)
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		for i := range pids {
-			want := targets[i] / sum
-			t.Logf("%s: the %.0f-thread process gets %.1f%% with the loop, %.1f%% with the mode alone; want %.1f%%", policy, counts[i], 100*looped[i], 100*alone[i], 100*want)
-			if d := 100 * (looped[i] - want); d > processGuardPoints || d < -processGuardPoints {
-				t.Errorf("%s with the loop: the %.0f-thread process got %.1f%%, want %.1f%% ± %.0f", policy, counts[i], 100*looped[i], 100*want, processGuardPoints)
-			}
-		}
-	}
-}
-
-// processGuardPoints: see TestProcessLoopOnTwoCPUs.
-const processGuardPoints = 4.0
-
-// measuredPod is a pod of the processes pids as the agent plans it: each
-// with its threads and, when last is set, their run and wait since last
-// (tid → run, wait in ns; updated).
-func measuredPod(policy fairness.ThreadPolicy, pids []int, last map[int][2]uint64, window time.Duration) enforce.Pod {
-	pod := enforce.Pod{UID: "pod", ThreadPolicy: policy}
-	for _, pid := range pids {
-		p := enforce.Process{PID: pid}
-		for tid, now := range threadTimes(pid) {
-			p.Threads = append(p.Threads, tid)
-			if last != nil {
-				before, ok := last[tid]
-				if ok && now[0] >= before[0] && now[1] >= before[1] {
-					p.CPU += time.Duration(now[0] - before[0])
-					p.Wait += time.Duration(now[1] - before[1])
-				}
-				last[tid] = now
-			}
-		}
-		slices.Sort(p.Threads)
-		pod.Processes = append(pod.Processes, p)
-	}
-	return pod
-}
-
-// applyEveryPeriod applies the processes' measured pod every period until
-// stop is closed.
-func applyEveryPeriod(b *Backend, policy fairness.ThreadPolicy, pids []int, period time.Duration, stop <-chan struct{}) error {
-	last := map[int][2]uint64{}
-	measuredPod(policy, pids, last, 0)
-	tick := time.NewTicker(period)
-	defer tick.Stop()
-	read := time.Now()
-	for {
-		select {
-		case <-stop:
-			return nil
-		case <-tick.C:
-		}
-		window := time.Since(read)
-		read = time.Now()
-		plan := enforce.Plan{Pods: []enforce.Pod{measuredPod(policy, pids, last, window)}, Window: window, Period: period}
-		if _, err := b.Apply(plan); err != nil {
-			return err
-		}
-	}
-}
-
-// enterCgroup moves the processes pids into a new cgroup with the cpu
-// controller (cgroup v2, mounted here if the guest has not).
-func enterCgroup(t *testing.T, name string, pids []int) {
-	t.Helper()
-	if err := unix.Mount("cgroup2", "/sys/fs/cgroup", "cgroup2", 0, ""); err != nil && !errors.Is(err, unix.EBUSY) {
-		t.Fatalf("mounting cgroup2: %v", err)
-	}
-	dir := filepath.Join("/sys/fs/cgroup", name)
-	if err := os.WriteFile("/sys/fs/cgroup/cgroup.subtree_control", []byte("+cpu"), 0o644); err != nil {
-		t.Fatalf("enabling the cpu controller: %v", err)
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		t.Fatal(err)
-	}
-	for _, pid := range pids {
-		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
-			t.Fatalf("moving %d into %s: %v", pid, dir, err)
-		}
-	}
-}
-
 // threadTimes is each thread's run and wait time in ns (schedstat).
 func threadTimes(pid int) map[int][2]uint64 {
 	out := map[int][2]uint64{}
@@ -521,39 +383,6 @@ func threadTimes(pid int) map[int][2]uint64 {
 			wait, _ := strconv.ParseUint(f[1], 10, 64)
 			out[tid] = [2]uint64{run, wait}
 		}
-	}
-	return out
-}
-
-// medianProcessShares is each process's median share, over n windows, of
-// the CPU the processes used, all their threads counted.
-func medianProcessShares(pids []int, window time.Duration, n int) []float64 {
-	cpu := func(pid int) (sum uint64) {
-		for _, v := range threadTimes(pid) {
-			sum += v[0]
-		}
-		return sum
-	}
-	windows := make([][]float64, len(pids))
-	for range n {
-		before := make([]uint64, len(pids))
-		for i, pid := range pids {
-			before[i] = cpu(pid)
-		}
-		time.Sleep(window)
-		var total float64
-		used := make([]float64, len(pids))
-		for i, pid := range pids {
-			used[i] = float64(cpu(pid) - before[i])
-			total += used[i]
-		}
-		for i := range pids {
-			windows[i] = append(windows[i], used[i]/total)
-		}
-	}
-	out := make([]float64, len(pids))
-	for i := range pids {
-		out[i] = slices.Sorted(slices.Values(windows[i]))[n/2]
 	}
 	return out
 }

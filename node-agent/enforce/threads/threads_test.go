@@ -25,14 +25,12 @@ var inGuest = os.Getenv("KUBEFAIR_IN_GUEST")
 func TestMain(m *testing.M) {
 	// Re-executed as a spinner: N threads burning CPU until killed, and N
 	// more on SIGUSR1; each prints its thread id once it spins, so that the
-	// test knows them from the runtime's own threads. They run on CPU 0
-	// unless KUBEFAIR_SPIN_ANYWHERE is set.
+	// test knows them from the runtime's own threads. They run on CPU 0.
 	if n, err := strconv.Atoi(os.Getenv("KUBEFAIR_SPIN")); err == nil {
 		// Every spinner needs a P of its own to stay runnable in the kernel's eyes.
 		runtime.GOMAXPROCS(2*n + 1)
 		var cpu0 unix.CPUSet
 		cpu0.Set(0)
-		pinned := os.Getenv("KUBEFAIR_SPIN_ANYWHERE") == ""
 		// Every thread is made and announced before any spins: under TCG a
 		// new thread beside dozens of busy ones takes seconds to start.
 		start := func() {
@@ -42,9 +40,7 @@ func TestMain(m *testing.M) {
 				made.Add(1)
 				go func() {
 					runtime.LockOSThread()
-					if pinned {
-						_ = unix.SchedSetaffinity(0, &cpu0) // this thread only
-					}
+					_ = unix.SchedSetaffinity(0, &cpu0) // this thread only
 					fmt.Println(unix.Gettid())
 					made.Done()
 					<-spin
