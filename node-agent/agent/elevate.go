@@ -69,7 +69,8 @@ func (e *elevation) close() {
 // elevate is one period of request-based elevation, between snapshot and
 // allocation: the processes of tenants asking for it are watched; a
 // workload whose processes received requests over the period is elevated
-// (fairness.Elevate), and its weight inside its tenant multiplied. Tenants
+// (fairness.Elevate), its pods' parts multiplied on top of its tenant's
+// split. Tenants
 // not asking, and every tenant when the counter is off, keep their
 // workloads' weights; a node where no tenant asks does nothing more each
 // period than look.
@@ -123,7 +124,7 @@ func (e *elevation) elevate(snap *snapshot) {
 				continue
 			}
 			e.workloads[key] = el
-			ws[k].Weight *= el.Multiplier()
+			ws[k].Elevation = el.Multiplier()
 			tp.step.ElevatedWorkloads++
 		}
 	}

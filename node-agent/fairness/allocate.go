@@ -49,6 +49,12 @@ type WorkloadSnapshot struct {
 	Pods       int
 	CPU        time.Duration
 	Backlogged bool
+	// Elevation multiplies its pods' parts when request-based elevation
+	// raises it (Elevation.Multiplier; 0 or 1: not raised). It is on top of
+	// the tenant's split, not a share of it: the rest of the tenant keeps
+	// its weight, so a server that mostly waits takes nothing from its
+	// tenant's other pods, and the tenants' loop holds what it uses.
+	Elevation float64
 }
 
 // Loops are the closed loops of a node: the tenants', and the workloads'
@@ -83,7 +89,7 @@ type TenantAllocation struct {
 	Bounded    bool
 	// PodParts are each workload's pods' part, per pod, of what all the
 	// tenants' pods on the node weigh together (in input order; Σ over
-	// every pod of every tenant is 1).
+	// every pod of every tenant is 1, plus what elevation adds on top).
 	PodParts []float64
 }
 
@@ -105,7 +111,8 @@ const LimitedMargin = 0.005
 //     instead of following every period's noisy demand;
 //  4. the part is split over its workloads by their weights (corrected by
 //     the workloads' loop where the tenant declares workloads) and over
-//     each workload's pods equally.
+//     each workload's pods equally; an elevated workload's pods get their
+//     elevation on top.
 //
 // It updates loops and does nothing else: no I/O, no clock.
 func Allocate(s Snapshot, c Correction, loops *Loops) Allocation {
@@ -176,7 +183,7 @@ func Allocate(s Snapshot, c Correction, loops *Loops) Allocation {
 // splitTenant divides a tenant's part of the node's weight over its
 // workloads by their weights (docs/design.md §Fairness model, level 2),
 // corrected by the tenant's workload loop when it declares workloads, and
-// each workload's part equally over its pods.
+// each workload's part equally over its pods, times its elevation.
 func splitTenant(part float64, t TenantSnapshot, c Correction, s Snapshot, loops *Loops) []float64 {
 	mult := make([]float64, len(t.Workloads))
 	if t.Declared {
@@ -206,7 +213,7 @@ func splitTenant(part float64, t TenantSnapshot, c Correction, s Snapshot, loops
 	}
 	for k, w := range t.Workloads {
 		if w.Pods > 0 {
-			parts[k] = part * w.Weight * mult[k] / total / float64(w.Pods)
+			parts[k] = part * w.Weight * mult[k] / total / float64(w.Pods) * max(1, w.Elevation)
 		}
 	}
 	return parts

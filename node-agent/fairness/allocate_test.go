@@ -29,6 +29,7 @@ func TestAllocate(t *testing.T) {
 		limited  []bool
 		parts    [][]float64 // per tenant, per workload: each pod's part
 		spare    bool
+		elevated float64 // what elevation adds to the parts' sum of 1
 	}{
 		{name: "equal weights", left: 1,
 			tenants:  []TenantSnapshot{busy("a", 100, 4), busy("b", 100, 4)},
@@ -63,6 +64,15 @@ func TestAllocate(t *testing.T) {
 					{Name: "large", Weight: 300, Pods: 2}, {Name: "small", Weight: 100, Pods: 1}}},
 				busy("plain", 100, 4, 1, 1, 1, 1)},
 			entitled: []float64{0.5, 0.5}, parts: [][]float64{{0.375 / 2, 0.125}, {0.125, 0.125, 0.125, 0.125}}},
+		{name: "an elevated workload's pods get the elevation on top, the rest keep their parts", left: 1,
+			tenants: []TenantSnapshot{
+				func() TenantSnapshot {
+					t := busy("web", 100, 5, 1, 1)
+					t.Workloads[0].Elevation = 4 // the server; its indexer keeps its part
+					return t
+				}(),
+				busy("jobs", 100, 4)},
+			entitled: []float64{0.5, 0.5}, parts: [][]float64{{4 * 0.25, 0.25}, {0.5}}, elevated: 3 * 0.25},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -89,8 +99,8 @@ func TestAllocate(t *testing.T) {
 					sum += p * float64(tc.tenants[i].Workloads[k].Pods)
 				}
 			}
-			if math.Abs(sum-1) > 1e-9 {
-				t.Errorf("the pods' parts add up to %v, want 1", sum)
+			if math.Abs(sum-1-tc.elevated) > 1e-9 {
+				t.Errorf("the pods' parts add up to %v, want %v", sum, 1+tc.elevated)
 			}
 		})
 	}

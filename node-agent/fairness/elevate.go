@@ -8,10 +8,11 @@ import (
 // Elevation is request-based elevation of one workload inside its tenant
 // (seed 002, RBPE): a workload whose processes received requests is
 // raised by some nice levels, more the heavier the node's load, and drops
-// a level each delay after its last request. Its weight inside the tenant
-// is multiplied by ElevationStep per level; the tenant's part of the node
-// is not (splitTenant divides the tenant's part by the workloads' weights),
-// so neither its share nor its bill moves.
+// a level each delay after its last request. Its pods' parts are
+// multiplied by ElevationStep per level, on top of its tenant's split
+// (WorkloadSnapshot.Elevation): the tenant's other pods keep their weight,
+// and the tenants' closed loop holds the tenant's share of the node on what
+// it uses, so neither its share nor its bill moves.
 type Elevation struct {
 	Level int           // nice levels above the workload's weight
 	Left  time.Duration // until the level drops by one

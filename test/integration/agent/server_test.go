@@ -142,7 +142,7 @@ func TestLatencyOnAServer(t *testing.T) {
 	}
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nnginx (web: interactive, elevation asked; beside its indexer pod) under wrk, beside jobs (batch, 1 pod) and crunch (3 pods), 4 spinning threads a pod, 2 CPUs; median of %d runs of %v:\n", serverRuns, serverWindow)
+	fmt.Fprintf(&b, "\nnginx (web: interactive, elevation asked; beside its indexer pod) under wrk, beside jobs (batch, 1 pod) and crunch (3 pods), 4 spinning threads a pod, 2 CPUs; median of %d runs of %v (shares: over all of them):\n", serverRuns, serverWindow)
 	fmt.Fprintf(&b, "%-22s %9s %9s %9s %9s %7s %7s %7s %9s %9s\n", "", "p50", "p99", "mean", "req/s", "web", "jobs", "crunch", "ctxsw/s", "agent")
 	for _, r := range rows {
 		fmt.Fprintf(&b, "%-22s %9v %9v %9v %9.0f %6.1f%% %6.1f%% %6.1f%% %9.0f %8.1f%%\n", r.name, r.p50, r.p99, r.mean, r.rps, 100*r.shares["web"], 100*r.shares["jobs"], 100*r.shares["crunch"], r.switches, 100*r.ownCPU)
@@ -155,11 +155,10 @@ func TestLatencyOnAServer(t *testing.T) {
 	}
 	off, elevated := rows[2], rows[4]
 	fmt.Printf("elevation: mean %v -> %v, p99 %v -> %v, %.0f -> %.0f req/s\n", off.mean, elevated.mean, off.p99, elevated.p99, off.rps, elevated.rps)
-	// Elevation moves weight inside web only, yet the tenants do not stay
-	// within issue 21's 2 points of their thirds in every run (0.5 to 3.7
-	// points off at worst over the runs of 2026-12-06: docs/agent.md,
-	// "Latency, measured"), so it is printed, not asserted, as for the
-	// classes.
+	// With the classes, and with elevation, the tenants do not stay within
+	// issue 21's 2 points of their thirds in every run (docs/agent.md,
+	// "Latency, measured", has the runs), so how far each row leaves them
+	// is printed, not asserted.
 	for _, r := range rows[2:] {
 		worst, who := 0.0, ""
 		for _, n := range []string{"web", "jobs", "crunch"} {
@@ -259,14 +258,18 @@ type serverRow struct {
 }
 
 // serve runs wrk serverRuns times against the server and measures the
-// tenants' shares over the same time; each figure is the median.
+// tenants' shares over the same time. Each latency figure is the median of
+// the runs; the shares are over all the runs together: a 5-s window's
+// share swings with where the load balancer puts the pods' threads, and
+// the median of such windows sits off the mean the closed loop holds
+// (docs/agent.md, "The thread backends").
 func (w *world) serve(t *testing.T, srv nginx, name string) serverRow {
 	t.Helper()
 	script := filepath.Join(t.TempDir(), "pace.lua")
 	if err := os.WriteFile(script, []byte("function delay() return 1 end\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	row := serverRow{name: name, shares: map[string]float64{}}
+	row := serverRow{name: name}
 	client := clientCgroup(t)
 	wrk := func(d time.Duration) string {
 		// The shell joins the client's cgroup, then becomes wrk.
@@ -280,7 +283,7 @@ func (w *world) serve(t *testing.T, srv nginx, name string) serverRow {
 	wrk(serverWarmup)
 	w.logShares(t, name)
 	var p50s, p99s, means, rpss, switches, ownCPU []float64
-	perTenant := map[string][]float64{}
+	used := map[string]time.Duration{}
 	for i := 0; i < serverRuns; i++ {
 		before, err := w.tree.GroupUsage(w.pods)
 		if err != nil {
@@ -300,15 +303,13 @@ func (w *world) serve(t *testing.T, srv nginx, name string) serverRow {
 			t.Fatalf("%v:\n%s", err, out)
 		}
 		p50s, p99s, means, rpss = append(p50s, float64(run.p50)), append(p99s, float64(run.p99)), append(means, float64(run.mean)), append(rpss, run.rps)
-		for n, s := range podcgroups.Shares(before, after) {
-			perTenant[n] = append(perTenant[n], s)
+		for n := range after {
+			used[n] += after[n] - before[n]
 		}
 	}
 	row.wrkRun = wrkRun{p50: time.Duration(medianFloat(p50s)), p99: time.Duration(medianFloat(p99s)), mean: time.Duration(medianFloat(means)), rps: medianFloat(rpss)}
 	row.switches, row.ownCPU = medianFloat(switches), medianFloat(ownCPU)
-	for n, s := range perTenant {
-		row.shares[n] = medianFloat(s)
-	}
+	row.shares = podcgroups.Shares(map[string]time.Duration{}, used)
 	return row
 }
 
