@@ -70,10 +70,9 @@ func (e *elevation) close() {
 // allocation: the processes of tenants asking for it are watched; a
 // workload whose processes received requests over the period is elevated
 // (fairness.Elevate), its pods' parts multiplied on top of its tenant's
-// split. Tenants
-// not asking, and every tenant when the counter is off, keep their
-// workloads' weights; a node where no tenant asks does nothing more each
-// period than look.
+// split. Tenants not asking, and every tenant when the counter is off, keep
+// their workloads' weights; a node where no tenant asks does nothing more
+// each period than look.
 func (e *elevation) elevate(snap *snapshot) {
 	if e.counter == nil {
 		return

@@ -46,8 +46,8 @@ const (
 	stockWindows = 5
 	// stockPoints bounds |stock − kubelet's weights|. On the host the
 	// tenants met it within 0.4 points. On the guest, render's pod of 59
-	// threads took 1.7, 2.5 and 2.9 points more than its weight gives, in
-	// three runs, and batch lost as much (3.2 once). That pod is the only
+	// threads took 1.7–2.9 points more than its weight gives in each of six
+	// runs, and batch lost as much (3.2 once). That pod is the only
 	// divisible load among single-thread pods, and more windows do not move
 	// it. Leftover kubefair weights would move stock by tens of points.
 	stockPoints = 4.0
