@@ -46,7 +46,7 @@ const (
 	stockWindows = 5
 	// stockPoints bounds |stock − kubelet's weights|. On the host the
 	// tenants met it within 0.4 points. On the guest, render's pod of 59
-	// threads took 1.7–2.9 points more than its weight gives in each of six
+	// threads took 1.7–2.9 points more than its weight gives in each of five
 	// runs, and batch lost as much (3.2 once). That pod is the only
 	// divisible load among single-thread pods, and more windows do not move
 	// it. Leftover kubefair weights would move stock by tens of points.
