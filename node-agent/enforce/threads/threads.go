@@ -83,10 +83,12 @@ type Backend struct {
 	abi int
 
 	mu sync.Mutex
-	// written is what we last set per thread (weight or nice), for drift.
-	written map[int]int
-	// originalNice is a thread's nice level before the nice backend changed it.
-	originalNice map[int]int
+	// held is what we last set per thread (weight or nice level).
+	held map[int]heldThread
+	// inherited is, per process, each nice level the nice backend set on
+	// one of its threads, and that thread's original level: the threads it
+	// starts later hold its level, and get its original back.
+	inherited map[int]map[int]int
 	// modes is the process mode and weight we last set per process (ABI 2).
 	modes map[int]heldMode
 	// loops hold, per pod (by UID), each process at its part of the pod
@@ -106,6 +108,13 @@ type Backend struct {
 
 // heldMode is a process mode the backend set, with the process weight.
 type heldMode struct{ mode, weight int }
+
+// heldThread is a value the backend set on a thread.
+type heldThread struct {
+	value    int // the weight (syscall) or nice level (nice) set, for drift
+	original int // the nice level before the nice backend changed it
+	pid      int // its process
+}
 
 // New returns the syscall backend when the kernel publishes the ABI, else
 // an error wrapping ErrNoABI (the caller decides whether to fall back to
@@ -129,7 +138,7 @@ func New(procRoot string, cpus int) (*Backend, error) {
 func NewNice(procRoot string, cpus int) *Backend { return newBackend(Nice, procRoot, cpus) }
 
 func newBackend(kind Kind, procRoot string, cpus int) *Backend {
-	return &Backend{kind: kind, cpus: cpus, procRoot: procRoot, written: map[int]int{}, originalNice: map[int]int{}, modes: map[int]heldMode{}, loops: map[string]*fairness.Loop{}, started: map[int]uint64{}}
+	return &Backend{kind: kind, cpus: cpus, procRoot: procRoot, held: map[int]heldThread{}, inherited: map[int]map[int]int{}, modes: map[int]heldMode{}, loops: map[string]*fairness.Loop{}, started: map[int]uint64{}}
 }
 
 // KernelABI is the sched_setweight ABI in use, 0 for the nice backend.
@@ -292,7 +301,7 @@ func (b *Backend) Apply(plan enforce.Plan) (enforce.Result, error) {
 				if !ok {
 					continue
 				}
-				got, err := b.set(tid, w, &res)
+				got, err := b.set(tid, p.PID, w, &res)
 				if err != nil {
 					errs = append(errs, err)
 				}
@@ -344,7 +353,7 @@ func (b *Backend) setMode(p enforce.Process, mode, weight int, res *enforce.Resu
 	b.modes[p.PID] = heldMode{mode, weight}
 	// The mode owns the threads' weights now: nothing per thread to restore.
 	for _, tid := range p.Threads {
-		delete(b.written, tid)
+		delete(b.held, tid)
 	}
 	return nil
 }
@@ -369,8 +378,9 @@ func (b *Backend) leaveMode(pid int, res *enforce.Result) error {
 	return nil
 }
 
-// set gives one thread the weight w and returns the weight it really got.
-func (b *Backend) set(tid int, w float64, res *enforce.Result) (float64, error) {
+// set gives one thread of process pid the weight w and returns the weight
+// it really got.
+func (b *Backend) set(tid, pid int, w float64, res *enforce.Result) (float64, error) {
 	switch b.kind {
 	case Syscall:
 		want := int(math.Round(math.Min(MaxWeight, math.Max(MinWeight, w))))
@@ -382,7 +392,7 @@ func (b *Backend) set(tid int, w float64, res *enforce.Result) (float64, error) 
 		if err != nil {
 			return float64(want), fmt.Errorf("sched_getweight(%d): %w", tid, err)
 		}
-		if last, ok := b.written[tid]; ok && last != have {
+		if last, ok := b.held[tid]; ok && last.value != have {
 			res.Drift++
 		}
 		if have != want {
@@ -396,11 +406,11 @@ func (b *Backend) set(tid int, w float64, res *enforce.Result) (float64, error) 
 			res.Writes++
 		}
 		b.own(tid)
-		b.written[tid] = want
+		b.held[tid] = heldThread{value: want, pid: pid}
 		return float64(want), nil
 	default:
 		nice, got := fairness.NearestNice(w)
-		prio, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
+		have, err := b.value(tid)
 		if errors.Is(err, unix.ESRCH) {
 			res.Vanished++
 			return got, nil
@@ -408,11 +418,13 @@ func (b *Backend) set(tid int, w float64, res *enforce.Result) (float64, error) 
 		if err != nil {
 			return got, fmt.Errorf("getpriority(%d): %w", tid, err)
 		}
-		have := 20 - prio // the raw syscall returns 20 - nice
-		if _, ok := b.originalNice[tid]; !ok {
-			b.originalNice[tid] = have
-		}
-		if last, ok := b.written[tid]; ok && last != have {
+		last, ok := b.held[tid]
+		if !ok {
+			last.original, ok = b.inherited[pid][have] // started by a thread we set
+			if !ok {
+				last.original = have
+			}
+		} else if last.value != have {
 			res.Drift++
 		}
 		if have != nice {
@@ -424,9 +436,13 @@ func (b *Backend) set(tid int, w float64, res *enforce.Result) (float64, error) 
 				return got, fmt.Errorf("setpriority(%d, %d): %w", tid, nice, err)
 			}
 			res.Writes++
+			if b.inherited[pid] == nil {
+				b.inherited[pid] = map[int]int{}
+			}
+			b.inherited[pid][nice] = last.original
 		}
 		b.own(tid)
-		b.written[tid] = nice
+		b.held[tid] = heldThread{value: nice, original: last.original, pid: pid}
 		return got, nil
 	}
 }
@@ -439,15 +455,14 @@ func (b *Backend) Restore(pods []enforce.Pod) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var errs []error
+	swept := map[int]bool{}
 	for _, pod := range pods {
 		for _, p := range pod.Processes {
 			if err := b.restoreMode(p.PID); err != nil {
 				errs = append(errs, err)
 			}
 			for _, tid := range p.Threads {
-				if err := b.restore(tid); err != nil && !errors.Is(err, unix.ESRCH) {
-					errs = append(errs, err)
-				}
+				errs = append(errs, b.restore(tid, swept))
 			}
 		}
 	}
@@ -464,10 +479,9 @@ func (b *Backend) RestoreAll() error {
 			errs = append(errs, err)
 		}
 	}
-	for tid := range b.written {
-		if err := b.restore(tid); err != nil && !errors.Is(err, unix.ESRCH) {
-			errs = append(errs, err)
-		}
+	swept := map[int]bool{}
+	for tid := range b.held {
+		errs = append(errs, b.restore(tid, swept))
 	}
 	return errors.Join(errs...)
 }
@@ -488,21 +502,70 @@ func (b *Backend) restoreMode(pid int) error {
 	return nil
 }
 
-func (b *Backend) restore(tid int) error {
-	if _, ok := b.written[tid]; !ok {
+// restore gives the threads of tid's process that it set their default
+// back (weight 0, the nice level's, or the original nice level), each
+// while it is still the thread it set, and with them the threads of the
+// process that hold a value inherited from one of them: those started
+// since the last Apply, or idle since, were never set (the Go runtime
+// makes such threads). swept holds the threads of the processes already
+// restored.
+func (b *Backend) restore(tid int, swept map[int]bool) error {
+	h, ok := b.held[tid]
+	if !ok || swept[tid] {
 		return nil
 	}
-	delete(b.written, tid)
-	if !b.same(tid) {
-		delete(b.originalNice, tid)
-		return nil
+	threads := append(taskstat.Threads(b.procRoot, tid), tid) // tid too when it is gone
+	inherited := b.inherited[h.pid]
+	delete(b.inherited, h.pid)
+	var errs []error
+	for _, th := range threads {
+		if h, ok := b.held[th]; ok && !swept[th] {
+			swept[th] = true
+			delete(b.held, th)
+			if b.same(th) {
+				errs = append(errs, b.reset(th, h.original))
+			}
+		}
 	}
+	for _, th := range threads {
+		if swept[th] {
+			continue
+		}
+		swept[th] = true
+		if b.kind == Syscall { // kubefair's own call: any weight on its threads is one it set
+			errs = append(errs, b.reset(th, 0))
+		} else if have, err := b.value(th); err == nil {
+			if orig, ok := inherited[have]; ok {
+				errs = append(errs, b.reset(th, orig))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// value is what a thread holds now: its sched_setweight weight, or its
+// nice level.
+func (b *Backend) value(tid int) (int, error) {
 	if b.kind == Syscall {
-		return setweight(tid, 0, 0)
+		return getweight(tid, 0)
 	}
-	orig := b.originalNice[tid]
-	delete(b.originalNice, tid)
-	return unix.Setpriority(unix.PRIO_PROCESS, tid, orig)
+	prio, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
+	return 20 - prio, err // the raw syscall returns 20 - nice
+}
+
+// reset gives a thread its default: weight 0 (its nice level's), or the
+// nice level orig. A thread gone is no error.
+func (b *Backend) reset(tid, orig int) error {
+	var err error
+	if b.kind == Syscall {
+		err = setweight(tid, 0, 0)
+	} else {
+		err = unix.Setpriority(unix.PRIO_PROCESS, tid, orig)
+	}
+	if err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("restoring thread %d: %w", tid, err)
+	}
+	return nil
 }
 
 // own notes the start time of a thread or process the backend is about
@@ -530,8 +593,9 @@ func (b *Backend) same(id int) bool {
 // prune forgets, after every apply, each thread and process the backend
 // holds a value of that the plan did not name and that has exited or whose
 // id another task took (nothing is ever restored on them), the start
-// times of those it no longer holds a value of, and the loops of pods the
-// plan did not name.
+// times of those it no longer holds a value of, the inherited levels of
+// processes it holds no thread of, and the loops of pods the plan did not
+// name.
 func (b *Backend) prune(plan enforce.Plan) {
 	if b.named == nil {
 		b.named = map[int]bool{}
@@ -558,7 +622,7 @@ func (b *Backend) prune(plan enforce.Plan) {
 		}
 	}
 	for id := range b.started {
-		_, weighed := b.written[id]
+		_, weighed := b.held[id]
 		_, moded := b.modes[id]
 		if weighed || moded {
 			if named[id] || b.same(id) {
@@ -566,9 +630,19 @@ func (b *Backend) prune(plan enforce.Plan) {
 			}
 		}
 		delete(b.started, id)
-		delete(b.written, id)
-		delete(b.originalNice, id)
+		delete(b.held, id)
 		delete(b.modes, id)
+	}
+	if len(b.inherited) > 0 {
+		weighed := map[int]bool{}
+		for _, h := range b.held {
+			weighed[h.pid] = true
+		}
+		for pid := range b.inherited {
+			if !weighed[pid] {
+				delete(b.inherited, pid)
+			}
+		}
 	}
 }
 

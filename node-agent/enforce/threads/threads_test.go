@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"os/signal"
 	"runtime"
 	"strconv"
@@ -221,29 +222,11 @@ func TestModeOfPolicy(t *testing.T) {
 // back and leaves the planted id alone.
 func TestRestoreTouchesOnlyWhatItChanged(t *testing.T) {
 	stop, exit := make(chan struct{}), make(chan struct{})
-	thread := func(end chan struct{}) int {
-		tid := make(chan int)
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-			tid <- unix.Gettid()
-			<-end
-		}()
-		return <-tid
-	}
-	kept, planted, gone := thread(stop), thread(stop), thread(exit)
+	kept, planted, gone := lockedThread(stop), lockedThread(stop), lockedThread(exit)
 	defer close(stop)
-	nice := func(tid int) int {
-		prio, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
-		if err != nil {
-			t.Fatalf("getpriority(%d): %v", tid, err)
-		}
-		return 20 - prio
-	}
+	nice := func(tid int) int { return niceOf(t, tid) }
 	b := NewNice("/proc", 2)
-	plan := func(threads ...int) enforce.Plan {
-		return enforce.Plan{Pods: []enforce.Pod{{ThreadPolicy: fairness.PFS, Processes: []enforce.Process{{PID: os.Getpid(), Threads: threads}}}}}
-	}
-	if _, err := b.Apply(plan(kept, planted, gone)); err != nil {
+	if _, err := b.Apply(ownPFS(kept, planted, gone)); err != nil {
 		t.Fatal(err)
 	}
 	if nice(kept) == 0 || nice(planted) == 0 {
@@ -254,10 +237,10 @@ func TestRestoreTouchesOnlyWhatItChanged(t *testing.T) {
 	for _, err := os.Stat("/proc/" + strconv.Itoa(gone)); err == nil && time.Now().Before(waitGone); _, err = os.Stat("/proc/" + strconv.Itoa(gone)) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if _, err := b.Apply(plan(kept, planted)); err != nil {
+	if _, err := b.Apply(ownPFS(kept, planted)); err != nil {
 		t.Fatal(err)
 	}
-	if _, held := b.written[gone]; held || b.started[gone] != 0 {
+	if _, held := b.held[gone]; held || b.started[gone] != 0 {
 		t.Errorf("the exited thread %d is still held", gone)
 	}
 	b.started[planted]++ // as if another task had taken the id
@@ -271,8 +254,87 @@ func TestRestoreTouchesOnlyWhatItChanged(t *testing.T) {
 	if got := nice(planted); got != raised {
 		t.Errorf("the planted id %d was changed to nice %d (was %d): a restore touched a task kubefair never weighed", planted, got, raised)
 	}
-	if len(b.written) != 0 || len(b.originalNice) != 0 {
-		t.Errorf("after RestoreAll the backend still holds %v (nice %v)", b.written, b.originalNice)
+	if len(b.held) != 0 || len(b.inherited) != 0 {
+		t.Errorf("after RestoreAll the backend still holds %v (inherited levels %v)", b.held, b.inherited)
 	}
 	_ = unix.Setpriority(unix.PRIO_PROCESS, planted, 0)
+}
+
+// TestRestoreFindsInheritedNiceLevels: threads that a reniced thread
+// started hold its nice level without the backend having set it. One
+// started after the last Apply (never listed) gets its creator's original
+// level back on restore with the threads the backend set; one listed
+// after it started gets its creator's original, not the inherited level
+// it had when first seen (TestEndToEnd once found a Go runtime thread left
+// at nice 10). Another process's thread at the same level by its own
+// choice is left alone.
+func TestRestoreFindsInheritedNiceLevels(t *testing.T) {
+	stop := make(chan struct{})
+	defer close(stop)
+	a, b2, listedLater, neverListed := lockedThread(stop), lockedThread(stop), lockedThread(stop), lockedThread(stop)
+	stranger := exec.Command("sleep", "300")
+	if err := stranger.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = stranger.Process.Kill(); _ = stranger.Wait() }()
+
+	b := NewNice("/proc", 2)
+	if _, err := b.Apply(ownPFS(a, b2)); err != nil {
+		t.Fatal(err)
+	}
+	level := niceOf(t, a)
+	if level == 0 {
+		t.Fatalf("PFS over two threads left nice 0")
+	}
+	for _, tid := range []int{listedLater, neverListed, stranger.Process.Pid} { // as clones of a would; the stranger's own choice
+		if err := unix.Setpriority(unix.PRIO_PROCESS, tid, level); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Apply(ownPFS(a, b2, listedLater)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.RestoreAll(); err != nil {
+		t.Fatal(err)
+	}
+	for name, tid := range map[string]int{"set": a, "listed after it started": listedLater, "never listed": neverListed} {
+		if got := niceOf(t, tid); got != 0 {
+			t.Errorf("after RestoreAll the thread %s (%d) is at nice %d, want its creator's original 0", name, tid, got)
+		}
+	}
+	if got := niceOf(t, stranger.Process.Pid); got != level {
+		t.Errorf("another process's thread at nice %d by its own choice was changed to %d", level, got)
+	}
+}
+
+// ownPFS is a plan of one PFS pod: this test process with these threads.
+func ownPFS(threads ...int) enforce.Plan {
+	return enforce.Plan{Pods: []enforce.Pod{{ThreadPolicy: fairness.PFS, Processes: []enforce.Process{{PID: os.Getpid(), Threads: threads}}}}}
+}
+
+// lockedThread is the id of an OS thread of the test process that lives
+// until end is closed (a goroutine locked to it, never unlocked: the
+// thread ends with the goroutine). Not the main thread, which outlives
+// its goroutine: it stays held and another is taken.
+func lockedThread(end <-chan struct{}) int {
+	for {
+		tid := make(chan int)
+		go func() {
+			runtime.LockOSThread()
+			tid <- unix.Gettid()
+			<-end
+		}()
+		if id := <-tid; id != os.Getpid() {
+			return id
+		}
+	}
+}
+
+func niceOf(t *testing.T, tid int) int {
+	t.Helper()
+	prio, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
+	if err != nil {
+		t.Fatalf("getpriority(%d): %v", tid, err)
+	}
+	return 20 - prio
 }
