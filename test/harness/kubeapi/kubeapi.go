@@ -91,6 +91,10 @@ func start(withCRDs bool) (*Server, error) {
 	// Close watches when stopping instead of letting them hold the
 	// server's exit until its 60-s shutdown timeout.
 	apiServer.Configure().Set("shutdown-watch-termination-grace-period", "2s")
+	// envtest's default service range is 10.0.0.0/24; no test traffic
+	// goes there, but nothing of kubefair's names a private range either
+	// (the local cluster's is 198.19.0.0/24).
+	apiServer.Configure().Set("service-cluster-ip-range", "198.19.1.0/24")
 	env := &envtest.Environment{BinaryAssetsDirectory: assets, ControlPlane: envtest.ControlPlane{APIServer: apiServer}}
 	if withCRDs {
 		env.CRDDirectoryPaths = []string{filepath.Join(RepoRoot(), "config", "crd", "bases")}
