@@ -8,12 +8,17 @@ import "math"
 // exactly: 4–5 points at 1:2..1:5 on two CPUs), so each principal carries a
 // multiplier on its entitled share that a period's measurement nudges:
 //
-//	m ← clamp(m · (entitled / achieved)^Gain, Min, Max)
+//	m ← clamp(m · (entitled / achieved)^Gain / G, Min, Max)
 //
 // Achieved shares are normalised over the backlogged principals first, so
 // load from outside the managed principals (which takes from all of them
 // alike) does not wind the multipliers up. Only backlogged principals are
-// corrected: one that does not want its share has nothing to correct.
+// corrected: one that does not want its share has nothing to correct. G is
+// the geometric mean of the corrected principals' factors: only the
+// multipliers' ratios set the shares, and noise would otherwise wind them
+// up together (the mean log of the normalised errors is never below zero)
+// until the one that needs the most correction sat on Max, short of its
+// share (the latency suite's web tenant once did, 2–4 points).
 type Correction struct {
 	// Gain in (0, 1]: 1 corrects the whole measured error in one period,
 	// smaller values trade speed for stability against noisy windows.
@@ -60,6 +65,12 @@ func (c Correction) update(mult, entitled, achieved []float64, backlogged []bool
 	if !(sumA > 0) || !(sumE > 0) {
 		return next, bounded
 	}
+	// Each measured principal's step, in logs; their mean is taken out, as
+	// it moves no share among them.
+	steps := make([]float64, len(entitled))
+	measured := make([]bool, len(entitled))
+	var sumSteps float64
+	var n int
 	for i := range entitled {
 		if i >= len(backlogged) || !backlogged[i] || i >= len(achieved) || !(entitled[i] > 0) {
 			continue
@@ -71,9 +82,23 @@ func (c Correction) update(mult, entitled, achieved []float64, backlogged []bool
 			bounded[i] = off
 			continue
 		}
-		want := next[i] * math.Pow(entitled[i]/normalised, c.Gain)
+		steps[i], measured[i] = c.Gain*math.Log(entitled[i]/normalised), true
+		bounded[i] = off // kept only where the range cuts the step
+		if pinned := (next[i] >= c.Max && steps[i] > 0) || (next[i] <= c.Min && steps[i] < 0); !pinned {
+			sumSteps += steps[i] // one the range holds would drag the others along
+			n++
+		}
+	}
+	if n == 0 {
+		n = 1
+	}
+	for i := range entitled {
+		if !measured[i] {
+			continue
+		}
+		want := next[i] * math.Exp(steps[i]-sumSteps/float64(n))
 		next[i] = math.Min(c.Max, math.Max(c.Min, want))
-		bounded[i] = off && next[i] != want
+		bounded[i] = bounded[i] && next[i] != want
 	}
 	return next, bounded
 }

@@ -2,6 +2,8 @@ package fairness
 
 import (
 	"math"
+	"math/rand"
+	"slices"
 	"testing"
 )
 
@@ -65,5 +67,69 @@ func TestCorrectionIgnoresOutsideLoadAndIdlePrincipals(t *testing.T) {
 		if !(m >= DefaultCorrection.Min && m <= DefaultCorrection.Max) {
 			t.Fatalf("multiplier out of bounds: %v", got)
 		}
+	}
+}
+
+// TestNoiseDoesNotWindTheMultipliersUp: only the multipliers' ratios set
+// the shares, and a noisy window makes the principals it measured high and
+// low move up more than down together (by Jensen's inequality, their mean
+// log error is never negative). A tenant whose pods need five times its
+// open-loop weight on a plant with one-second noise as on two CPUs (the
+// latency suite's web tenant, with its class and elevation) must keep
+// that correction within the range for as long as the loop runs, not lose
+// it when the others' common drift takes its multiplier to the bound.
+func TestNoiseDoesNotWindTheMultipliersUp(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	entitled := []float64{1.0 / 3, 1.0 / 3, 1.0 / 3}
+	bias := []float64{0.2, 1, 1}
+	backlogged := []bool{true, true, true}
+	mult := []float64{1, 1, 1}
+	var sum [3]float64
+	const settle, periods = 200, 20000
+	for period := 0; period < settle+periods; period++ {
+		w := make([]float64, 3)
+		for i := range w {
+			w[i] = entitled[i] * mult[i] * math.Exp(0.35*rng.NormFloat64())
+		}
+		achieved := plant(w, bias)
+		if period >= settle {
+			for i := range sum {
+				sum[i] += achieved[i]
+			}
+		}
+		var bounded []bool
+		mult, bounded = DefaultCorrection.update(mult, entitled, achieved, backlogged)
+		if period >= settle && slices.Contains(bounded, true) {
+			t.Fatalf("period %d: multipliers %v, bounded %v", period, mult, bounded)
+		}
+	}
+	for i := range sum {
+		if got := 100 * sum[i] / periods; math.Abs(got-100*entitled[i]) > 0.5 {
+			t.Errorf("principal %d got %.2f %% over %d noisy periods, entitled %.2f %% (multipliers now %v)", i, got, periods, 100*entitled[i], mult)
+		}
+	}
+}
+
+// TestPinnedPrincipalDragsNoOther: a principal the range holds (one whose
+// pods sit at the cgroup's least weight and still get twice their tiny
+// entitlement, as 1:10000 tenants do) keeps asking to go down; the others
+// must not go up together for it until they sit on Max and can no longer
+// be corrected against each other.
+func TestPinnedPrincipalDragsNoOther(t *testing.T) {
+	entitled := []float64{0.0001, 0.5, 0.4999}
+	backlogged := []bool{true, true, true}
+	mult := []float64{1, 1, 1}
+	var achieved []float64
+	for period := 0; period < 500; period++ {
+		w := []float64{entitled[1] * mult[1], entitled[2] * mult[2]}
+		rest := plant(w, []float64{1 / 1.5, 1}) // the first of the two needs half again its weight
+		achieved = []float64{2 * entitled[0], rest[0] * (1 - 2*entitled[0]), rest[1] * (1 - 2*entitled[0])}
+		mult, _ = DefaultCorrection.update(mult, entitled, achieved, backlogged)
+	}
+	if mult[0] != DefaultCorrection.Min || mult[1] >= DefaultCorrection.Max || mult[2] >= DefaultCorrection.Max {
+		t.Errorf("multipliers %v: want the pinned one at Min and the others inside the range", mult)
+	}
+	if e := MaxErrorPoints(entitled[1:], achieved[1:], backlogged[1:]); e > 0.1 {
+		t.Errorf("the two others are %.2f points off (achieved %v, multipliers %v)", e, achieved, mult)
 	}
 }
