@@ -514,7 +514,12 @@ func (b *Backend) restore(tid int, swept map[int]bool) error {
 	if !ok || swept[tid] {
 		return nil
 	}
-	threads := append(taskstat.Threads(b.procRoot, tid), tid) // tid too when it is gone
+	if !b.same(tid) { // gone, or the id is another task's now: its threads are not ours
+		delete(b.held, tid)
+		swept[tid] = true
+		return nil
+	}
+	threads := taskstat.Threads(b.procRoot, tid)
 	inherited := b.inherited[h.pid]
 	delete(b.inherited, h.pid)
 	var errs []error

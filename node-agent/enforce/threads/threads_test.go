@@ -307,6 +307,31 @@ func TestRestoreFindsInheritedNiceLevels(t *testing.T) {
 	}
 }
 
+// TestReusedIDSweepsNothing: a held thread id that another task took is
+// forgotten on restore, and the threads listed under it now are not
+// looked at for inherited levels: they are another process's.
+func TestReusedIDSweepsNothing(t *testing.T) {
+	stop := make(chan struct{})
+	defer close(stop)
+	reused, other := lockedThread(stop), lockedThread(stop)
+	b := NewNice("/proc", 2)
+	const level, gonePID = 7, 1 << 22
+	b.held[reused] = heldThread{value: level, pid: gonePID}
+	b.inherited[gonePID] = map[int]int{level: 0}
+	b.started[reused] = 1 // noted when the id was another task's
+	// other's level is its own choice.
+	if err := unix.Setpriority(unix.PRIO_PROCESS, other, level); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = unix.Setpriority(unix.PRIO_PROCESS, other, 0) }()
+	if err := b.RestoreAll(); err != nil {
+		t.Fatal(err)
+	}
+	if got := niceOf(t, other); got != level || len(b.held) != 0 {
+		t.Errorf("a thread listed under a reused id went from nice %d to %d (held %v)", level, got, b.held)
+	}
+}
+
 // ownPFS is a plan of one PFS pod: this test process with these threads.
 func ownPFS(threads ...int) enforce.Plan {
 	return enforce.Plan{Pods: []enforce.Pod{{ThreadPolicy: fairness.PFS, Processes: []enforce.Process{{PID: os.Getpid(), Threads: threads}}}}}
