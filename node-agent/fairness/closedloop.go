@@ -8,17 +8,13 @@ import "math"
 // exactly: 4–5 points at 1:2..1:5 on two CPUs), so each principal carries a
 // multiplier on its entitled share that a period's measurement nudges:
 //
-//	m ← clamp(m · (entitled / achieved)^Gain / G, Min, Max)
+//	m ← clamp(m · (entitled / achieved)^Gain, Min, Max)
 //
 // Achieved shares are normalised over the backlogged principals first, so
 // load from outside the managed principals (which takes from all of them
 // alike) does not wind the multipliers up. Only backlogged principals are
-// corrected: one that does not want its share has nothing to correct. G is
-// the geometric mean of the corrected principals' factors: only the
-// multipliers' ratios set the shares, and noise would otherwise wind them
-// up together (the mean log of the normalised errors is never below zero)
-// until the one that needs the most correction sat on Max, short of its
-// share (the latency suite's web tenant once did, 2–4 points).
+// corrected: one that does not want its share has nothing to correct; then
+// the multipliers are unwound (Correction.unwind).
 type Correction struct {
 	// Gain in (0, 1]: 1 corrects the whole measured error in one period,
 	// smaller values trade speed for stability against noisy windows.
@@ -65,12 +61,6 @@ func (c Correction) update(mult, entitled, achieved []float64, backlogged []bool
 	if !(sumA > 0) || !(sumE > 0) {
 		return next, bounded
 	}
-	// Each measured principal's step, in logs; their mean is taken out, as
-	// it moves no share among them.
-	steps := make([]float64, len(entitled))
-	measured := make([]bool, len(entitled))
-	var sumSteps float64
-	var n int
 	for i := range entitled {
 		if i >= len(backlogged) || !backlogged[i] || i >= len(achieved) || !(entitled[i] > 0) {
 			continue
@@ -82,23 +72,38 @@ func (c Correction) update(mult, entitled, achieved []float64, backlogged []bool
 			bounded[i] = off
 			continue
 		}
-		steps[i], measured[i] = c.Gain*math.Log(entitled[i]/normalised), true
-		bounded[i] = off // kept only where the range cuts the step
-		if pinned := (next[i] >= c.Max && steps[i] > 0) || (next[i] <= c.Min && steps[i] < 0); !pinned {
-			sumSteps += steps[i] // one the range holds would drag the others along
-			n++
-		}
-	}
-	if n == 0 {
-		n = 1
-	}
-	for i := range entitled {
-		if !measured[i] {
-			continue
-		}
-		want := next[i] * math.Exp(steps[i]-sumSteps/float64(n))
+		want := next[i] * math.Pow(entitled[i]/normalised, c.Gain)
 		next[i] = math.Min(c.Max, math.Max(c.Min, want))
-		bounded[i] = bounded[i] && next[i] != want
+		bounded[i] = off && next[i] != want
 	}
+	c.unwind(next)
 	return next, bounded
+}
+
+// unwind divides every multiplier by their geometric mean when it is above
+// 1, as far as none goes below Min. Only their ratios set the shares, and
+// noise winds them up together: the mean of log(entitled / achieved) over
+// shares normalised to add up to the entitlements is never below zero, so
+// each noisy period raises them all a little, until the one that needs
+// the most correction sat on Max, short of its share (the latency suite's
+// web tenant, with its class and elevation, once sat on 8 while the
+// others, needing none, had drifted to 3–5). It never raises them: where
+// one sits on Min, the others rising is what still corrects it.
+func (c Correction) unwind(mult []float64) {
+	if len(mult) == 0 {
+		return
+	}
+	var sumLog float64
+	least := math.Inf(1)
+	for _, m := range mult {
+		sumLog += math.Log(m)
+		least = math.Min(least, m)
+	}
+	f := math.Min(math.Exp(sumLog/float64(len(mult))), least/c.Min)
+	if !(f > 1) {
+		return
+	}
+	for i := range mult {
+		mult[i] /= f
+	}
 }
