@@ -379,72 +379,50 @@ func (b *Backend) leaveMode(pid int, res *enforce.Result) error {
 }
 
 // set gives one thread of process pid the weight w and returns the weight
-// it really got.
+// it really got: exact through the syscall, the nearest nice level's
+// with nice.
 func (b *Backend) set(tid, pid int, w float64, res *enforce.Result) (float64, error) {
-	switch b.kind {
-	case Syscall:
-		want := int(math.Round(math.Min(MaxWeight, math.Max(MinWeight, w))))
-		have, err := getweight(tid, 0)
-		if errors.Is(err, unix.ESRCH) {
-			res.Vanished++
-			return float64(want), nil
-		}
-		if err != nil {
-			return float64(want), fmt.Errorf("sched_getweight(%d): %w", tid, err)
-		}
-		if last, ok := b.held[tid]; ok && last.value != have {
-			res.Drift++
-		}
-		if have != want {
-			if err := setweight(tid, 0, want); err != nil {
-				if errors.Is(err, unix.ESRCH) {
-					res.Vanished++
-					return float64(want), nil
-				}
-				return float64(want), fmt.Errorf("sched_setweight(%d, %d): %w", tid, want, err)
-			}
-			res.Writes++
-		}
-		b.own(tid)
-		b.held[tid] = heldThread{value: want, pid: pid}
-		return float64(want), nil
-	default:
-		nice, got := fairness.NearestNice(w)
-		have, err := b.value(tid)
-		if errors.Is(err, unix.ESRCH) {
-			res.Vanished++
-			return got, nil
-		}
-		if err != nil {
-			return got, fmt.Errorf("getpriority(%d): %w", tid, err)
-		}
-		last, ok := b.held[tid]
+	want := int(math.Round(math.Min(MaxWeight, math.Max(MinWeight, w))))
+	got := float64(want)
+	if b.kind == Nice {
+		want, got = fairness.NearestNice(w)
+	}
+	have, err := b.value(tid)
+	if errors.Is(err, unix.ESRCH) {
+		res.Vanished++
+		return got, nil
+	}
+	if err != nil {
+		return got, fmt.Errorf("reading the %s value of thread %d: %w", b.kind, tid, err)
+	}
+	last, ok := b.held[tid]
+	if !ok {
+		last.original, ok = b.inherited[pid][have] // started by a thread we set
 		if !ok {
-			last.original, ok = b.inherited[pid][have] // started by a thread we set
-			if !ok {
-				last.original = have
-			}
-		} else if last.value != have {
-			res.Drift++
+			last.original = have
 		}
-		if have != nice {
-			if err := unix.Setpriority(unix.PRIO_PROCESS, tid, nice); err != nil {
-				if errors.Is(err, unix.ESRCH) {
-					res.Vanished++
-					return got, nil
-				}
-				return got, fmt.Errorf("setpriority(%d, %d): %w", tid, nice, err)
+	} else if last.value != have {
+		res.Drift++
+	}
+	if have != want {
+		if err := b.write(tid, want); err != nil {
+			if errors.Is(err, unix.ESRCH) {
+				res.Vanished++
+				return got, nil
 			}
-			res.Writes++
+			return got, fmt.Errorf("setting the %s value of thread %d to %d: %w", b.kind, tid, want, err)
+		}
+		res.Writes++
+		if b.kind == Nice {
 			if b.inherited[pid] == nil {
 				b.inherited[pid] = map[int]int{}
 			}
-			b.inherited[pid][nice] = last.original
+			b.inherited[pid][want] = last.original
 		}
-		b.own(tid)
-		b.held[tid] = heldThread{value: nice, original: last.original, pid: pid}
-		return got, nil
 	}
+	b.own(tid)
+	b.held[tid] = heldThread{value: want, original: last.original, pid: pid}
+	return got, nil
 }
 
 // Restore gives every thread of the pods its default weight back: out of
@@ -558,16 +536,21 @@ func (b *Backend) value(tid int) (int, error) {
 	return 20 - prio, err // the raw syscall returns 20 - nice
 }
 
+// write sets a thread's weight (syscall) or nice level (nice).
+func (b *Backend) write(tid, v int) error {
+	if b.kind == Syscall {
+		return setweight(tid, 0, v)
+	}
+	return unix.Setpriority(unix.PRIO_PROCESS, tid, v)
+}
+
 // reset gives a thread its default: weight 0 (its nice level's), or the
 // nice level orig. A thread gone is no error.
 func (b *Backend) reset(tid, orig int) error {
-	var err error
 	if b.kind == Syscall {
-		err = setweight(tid, 0, 0)
-	} else {
-		err = unix.Setpriority(unix.PRIO_PROCESS, tid, orig)
+		orig = 0
 	}
-	if err != nil && !errors.Is(err, unix.ESRCH) {
+	if err := b.write(tid, orig); err != nil && !errors.Is(err, unix.ESRCH) {
 		return fmt.Errorf("restoring thread %d: %w", tid, err)
 	}
 	return nil
