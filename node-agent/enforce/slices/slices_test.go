@@ -2,13 +2,11 @@ package slices
 
 import (
 	"os/exec"
-	"runtime"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/kubefair/kubefair/node-agent/enforce"
+	"github.com/kubefair/kubefair/node-agent/internal/testthread"
 )
 
 // sleeper starts a process of one thread that the test owns.
@@ -164,17 +162,11 @@ func TestClassDroppedFindsInheritedSlices(t *testing.T) {
 }
 
 // lockedThread is the id of an OS thread of the test's own process, kept
-// until the test ends (a goroutine locked to it; the thread exits with it).
+// until the test ends (testthread.Locked).
 func lockedThread(t *testing.T) int {
-	t.Helper()
-	tid, done := make(chan int), make(chan struct{})
-	go func() {
-		runtime.LockOSThread()
-		tid <- unix.Gettid()
-		<-done
-	}()
-	t.Cleanup(func() { close(done) })
-	return <-tid
+	end := make(chan struct{})
+	t.Cleanup(func() { close(end) })
+	return testthread.Locked(end)
 }
 
 // TestIDsReusedOrGoneAreLeftAlone: a thread id whose start time is not

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kubefair/kubefair/node-agent/enforce"
 	"github.com/kubefair/kubefair/node-agent/fairness"
+	"github.com/kubefair/kubefair/node-agent/internal/testthread"
 )
 
 // inGuest is set by test/kernel when it runs this test binary inside the
@@ -222,7 +223,7 @@ func TestModeOfPolicy(t *testing.T) {
 // back and leaves the planted id alone.
 func TestRestoreTouchesOnlyWhatItChanged(t *testing.T) {
 	stop, exit := make(chan struct{}), make(chan struct{})
-	kept, planted, gone := lockedThread(stop), lockedThread(stop), lockedThread(exit)
+	kept, planted, gone := testthread.Locked(stop), testthread.Locked(stop), testthread.Locked(exit)
 	defer close(stop)
 	nice := func(tid int) int { return niceOf(t, tid) }
 	b := NewNice("/proc", 2)
@@ -271,7 +272,7 @@ func TestRestoreTouchesOnlyWhatItChanged(t *testing.T) {
 func TestRestoreFindsInheritedNiceLevels(t *testing.T) {
 	stop := make(chan struct{})
 	defer close(stop)
-	a, b2, listedLater, neverListed := lockedThread(stop), lockedThread(stop), lockedThread(stop), lockedThread(stop)
+	a, b2, listedLater, neverListed := testthread.Locked(stop), testthread.Locked(stop), testthread.Locked(stop), testthread.Locked(stop)
 	stranger := exec.Command("sleep", "300")
 	if err := stranger.Start(); err != nil {
 		t.Fatal(err)
@@ -313,7 +314,7 @@ func TestRestoreFindsInheritedNiceLevels(t *testing.T) {
 func TestReusedIDSweepsNothing(t *testing.T) {
 	stop := make(chan struct{})
 	defer close(stop)
-	reused, other := lockedThread(stop), lockedThread(stop)
+	reused, other := testthread.Locked(stop), testthread.Locked(stop)
 	b := NewNice("/proc", 2)
 	const level, gonePID = 7, 1 << 22
 	b.held[reused] = heldThread{value: level, pid: gonePID}
@@ -335,24 +336,6 @@ func TestReusedIDSweepsNothing(t *testing.T) {
 // ownPFS is a plan of one PFS pod: this test process with these threads.
 func ownPFS(threads ...int) enforce.Plan {
 	return enforce.Plan{Pods: []enforce.Pod{{ThreadPolicy: fairness.PFS, Processes: []enforce.Process{{PID: os.Getpid(), Threads: threads}}}}}
-}
-
-// lockedThread is the id of an OS thread of the test process that lives
-// until end is closed (a goroutine locked to it, never unlocked: the
-// thread ends with the goroutine). Not the main thread, which outlives
-// its goroutine: it stays held and another is taken.
-func lockedThread(end <-chan struct{}) int {
-	for {
-		tid := make(chan int)
-		go func() {
-			runtime.LockOSThread()
-			tid <- unix.Gettid()
-			<-end
-		}()
-		if id := <-tid; id != os.Getpid() {
-			return id
-		}
-	}
 }
 
 func niceOf(t *testing.T, tid int) int {
