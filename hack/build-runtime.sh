@@ -32,20 +32,26 @@ module() {
    [ -f go.mod ] || { go mod init kubefair.local/runtime >/dev/null 2>&1; go mod edit -require="$2"; })
 }
 
+# build_static <module dir> <dir> <ldflags> <package>...: static binaries
+# into dir, named after their packages, from one go build (so that each link
+# overlaps the others' compiling), each moved into place when whole.
+build_static() {
+  local mod=$1 dir=$2 ld=$3 p
+  shift 3
+  rm -rf "$dir/.building"; mkdir -p "$dir/.building"
+  (cd "$mod" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "$ld" -o "$dir/.building/" "$@")
+  for p in "$@"; do mv "$dir/.building/${p##*/}" "$dir/${p##*/}"; done
+  rmdir "$dir/.building"
+}
+
 if [ ! -x "$BIN/containerd" ] || [ ! -x "$BIN/containerd-shim-runc-v2" ] || [ ! -x "$BIN/ctr" ]; then
   log "building containerd $CONTAINERD_VERSION (a few minutes when cold)"
   mod="$CACHE/src/containerd-$CONTAINERD_VERSION"
   module "$mod" "github.com/containerd/containerd/v2@$CONTAINERD_VERSION"
   ld="-s -w -X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION"
-  cmds=(containerd containerd-shim-runc-v2 ctr) pkgs=()
-  for c in "${cmds[@]}"; do pkgs+=("github.com/containerd/containerd/v2/cmd/$c"); done
-  # Static, without cgo: no btrfs snapshotter (it needs cgo), which
-  # kubefair's nodes do not use (overlayfs). One go build for the three, so
-  # that each link overlaps the others' compiling.
-  rm -rf "$BIN/.building"; mkdir -p "$BIN/.building"
-  (cd "$mod" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "$ld" -o "$BIN/.building/" "${pkgs[@]}")
-  for c in "${cmds[@]}"; do mv "$BIN/.building/$c" "$BIN/$c"; done
-  rmdir "$BIN/.building"
+  # Without cgo: no btrfs snapshotter (it needs cgo), which kubefair's
+  # nodes do not use (overlayfs).
+  build_static "$mod" "$BIN" "$ld" github.com/containerd/containerd/v2/cmd/{containerd,containerd-shim-runc-v2,ctr}
 fi
 
 if [ ! -x "$BIN/runc" ]; then
@@ -67,9 +73,6 @@ if [ ${#plugins[@]} -gt 0 ]; then
   log "building the CNI plugins $CNI_VERSION"
   mod="$CACHE/src/cni-plugins-$CNI_VERSION"
   module "$mod" "github.com/containernetworking/plugins@$CNI_VERSION"
-  rm -rf "$CNI/.building"; mkdir -p "$CNI/.building"
-  (cd "$mod" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$CNI/.building/" "${plugins[@]}")
-  for p in "${plugins[@]}"; do mv "$CNI/.building/${p##*/}" "$CNI/${p##*/}"; done
-  rmdir "$CNI/.building"
+  build_static "$mod" "$CNI" "-s -w" "${plugins[@]}"
 fi
 echo "$OUT"

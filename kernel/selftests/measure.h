@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * What the guest experiments share for measuring: a process's CPU time and
- * threads, and the kernel's nice-to-weight table with the nice level nearest
- * a weight.
+ * threads, the median of windows, and the kernel's nice-to-weight table with
+ * the nice level nearest a weight.
  */
 #ifndef KUBEFAIR_MEASURE_H
 #define KUBEFAIR_MEASURE_H
@@ -87,6 +87,20 @@ static inline int process_threads(pid_t pid, pid_t *tids, int max)
 	}
 	closedir(d);
 	return n;
+}
+
+static inline int by_value(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The median of @n values (n odd), which it sorts in place. */
+static inline double median(double *v, int n)
+{
+	qsort(v, n, sizeof(*v), by_value);
+	return v[n / 2];
 }
 
 #endif

@@ -176,13 +176,6 @@ static double start(const char *mode, const int *n, double per_process_work, pid
 	return now();
 }
 
-static int by_value(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
 /*
  * How long C's k threads take to run once each: one 4-ms tick apiece
  * (HZ=250) while C has a third of CPU 0. The mode's weights settle within
@@ -228,8 +221,7 @@ static void shares(const char *mode, int k, const int *n, double *share)
 			thread_weights(mode, k, w, j, pid[j]);
 	}
 	for (j = 0; j < 3; j++) {
-		qsort(got[j], WINDOWS, sizeof(double), by_value);
-		share[j] = got[j][WINDOWS / 2];
+		share[j] = median(got[j], WINDOWS);
 		kill(pid[j], SIGKILL);
 		waitpid(pid[j], NULL, 0);
 	}

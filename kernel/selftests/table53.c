@@ -27,13 +27,6 @@
 #define THREADS 6
 #define WINDOWS 3
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
 static void *spin(void *arg)
 {
 	for (;;)
@@ -79,7 +72,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	for (i = 2; i < argc; i++) {
-		double n = atof(argv[i]), before[2], used[2], first[WINDOWS];
+		double n = atof(argv[i]), before[2], used[2], first[WINDOWS], share;
 		pid_t pid[2];
 		int j, w;
 
@@ -98,8 +91,8 @@ int main(int argc, char **argv)
 			kill(pid[j], SIGKILL);
 			waitpid(pid[j], NULL, 0);
 		}
-		qsort(first, WINDOWS, sizeof(first[0]), cmp_double);
-		printf("T53 %-5s %g %5.1f %5.1f\n", mode, n, first[WINDOWS / 2], 100 - first[WINDOWS / 2]);
+		share = median(first, WINDOWS);
+		printf("T53 %-5s %g %5.1f %5.1f\n", mode, n, share, 100 - share);
 		fflush(stdout);
 	}
 	return 0;
