@@ -1,10 +1,11 @@
 # kubefair — build, test and demo. `make help` lists the targets.
 
-# Pins. Envtest and the local cluster share one cache of Kubernetes binaries.
+# Pins. Envtest, the local cluster and the chart's tests share one cache of
+# Kubernetes binaries and helm (hack/build-k8s.sh).
 K8S_VERSION            ?= v1.37.2
 ETCD_VERSION           ?= v3.6.16
 CONTROLLER_GEN_VERSION ?= v0.23.0
-HELM_VERSION           ?= v3.19.0
+HELM_VERSION           ?= v3.22.1
 # The nodes' container runtime (hack/build-runtime.sh).
 CONTAINERD_VERSION     ?= v2.4.2
 RUNC_VERSION           ?= v1.5.2
@@ -16,8 +17,9 @@ export KUBEFAIR_CACHE
 TOOLS_BIN      := $(KUBEFAIR_CACHE)/tools/bin
 K8S_BIN        := $(KUBEFAIR_CACHE)/k8s-$(K8S_VERSION)/bin
 CONTROLLER_GEN := $(TOOLS_BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
-HELM           := $(TOOLS_BIN)/helm-$(HELM_VERSION)
+HELM           := $(K8S_BIN)/helm-$(HELM_VERSION)
 
+K8S_ENV        := K8S_VERSION=$(K8S_VERSION) ETCD_VERSION=$(ETCD_VERSION) HELM_VERSION=$(HELM_VERSION)
 RUNTIME_ENV    := CONTAINERD_VERSION=$(CONTAINERD_VERSION) RUNC_VERSION=$(RUNC_VERSION) CNI_VERSION=$(CNI_VERSION)
 
 # envtest finds etcd and kube-apiserver here.
@@ -91,7 +93,7 @@ tools: deps $(CONTROLLER_GEN) envtest ## Install packages, controller-gen and th
 
 .PHONY: envtest
 envtest: ## Build etcd and kube-apiserver from the Go module proxy into the cache.
-	K8S_VERSION=$(K8S_VERSION) ETCD_VERSION=$(ETCD_VERSION) hack/build-k8s.sh etcd kube-apiserver
+	$(K8S_ENV) hack/build-k8s.sh etcd kube-apiserver
 
 $(CONTROLLER_GEN):
 	mkdir -p $(TOOLS_BIN)
@@ -102,11 +104,9 @@ $(CONTROLLER_GEN):
 # (each component's targets go here, one block each)
 
 .PHONY: helm
-helm: $(HELM) ## Install helm (built from the Go module proxy) into the tools cache.
+helm: $(HELM) ## Build helm from the Go module proxy beside the Kubernetes binaries (hack/build-k8s.sh; cached).
 $(HELM):
-	mkdir -p $(TOOLS_BIN)
-	GOBIN=$(TOOLS_BIN) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
-	mv $(TOOLS_BIN)/helm $@
+	$(K8S_ENV) hack/build-k8s.sh helm >/dev/null
 export HELM
 TEST_PREREQS += helm
 
@@ -122,7 +122,7 @@ TEST_PREREQS += runtime
 
 .PHONY: cluster-binaries
 cluster-binaries: ## Build every Kubernetes binary of the local cluster (cached).
-	K8S_VERSION=$(K8S_VERSION) ETCD_VERSION=$(ETCD_VERSION) hack/build-k8s.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl
+	$(K8S_ENV) hack/build-k8s.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl
 TEST_PREREQS += cluster-binaries
 
 .PHONY: node-image
