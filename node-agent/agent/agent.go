@@ -103,13 +103,12 @@ type Agent struct {
 	procs    procReader
 	sweepAge int // periods, for procs.sweep
 	// owner (thread → process), active (process → threads that ran or
-	// waited) and spent (process → those threads' run and wait, for a
-	// thread backend) are measure's scratch, cleared for each pod: a
-	// thousand threads a period need not be a thousand map entries to
-	// collect.
+	// waited) and spent (process → those threads' times, for a thread
+	// backend) are measure's scratch, cleared for each pod: a thousand
+	// threads a period need not be a thousand map entries to collect.
 	owner  map[int]int
 	active map[int][]int
-	spent  map[int]threadTimes
+	spent  map[int]processTimes
 	// The pod cgroups last discovered, discovered again when a pod on the
 	// node has none known, when a pod cgroup vanishes, and every
 	// discoveryRefreshPeriods periods.
@@ -316,7 +315,7 @@ func New(cfg Config, o Options) (*Agent, error) {
 	a := &Agent{
 		cfg: cfg, log: o.Log, node: n,
 		reader: o.Reader, writer: o.Writer, metrics: o.Metrics, bootID: hex.EncodeToString(b),
-		kick: make(chan struct{}, 1), procs: procReader{root: cfg.ProcRoot}, owner: map[int]int{}, active: map[int][]int{}, spent: map[int]threadTimes{}, relist: true, pods: map[string]*podState{}, billed: newBillingCounters(), window: map[string]*tenantWindow{},
+		kick: make(chan struct{}, 1), procs: procReader{root: cfg.ProcRoot}, owner: map[int]int{}, active: map[int][]int{}, spent: map[int]processTimes{}, relist: true, pods: map[string]*podState{}, billed: newBillingCounters(), window: map[string]*tenantWindow{},
 	}
 	a.elevation = openElevation(cfg, o.Log)
 	a.loadLoops()
@@ -952,6 +951,7 @@ func (a *Agent) readThreads(ps *podState, readAt time.Time, dt time.Duration) ti
 	spent := a.spent
 	clear(spent)
 	perProcess := a.node.threads != "" // only a thread backend's loop uses them
+	half := uint64(readAt.Sub(ps.threadsReadAt) / 2)
 	if ps.seen {
 		for tid, now := range threads {
 			before, ok := ps.threads[tid]
@@ -968,7 +968,11 @@ func (a *Agent) readThreads(ps *podState, readAt time.Time, dt time.Duration) ti
 				active[owner[tid]] = append(active[owner[tid]], tid)
 				if perProcess {
 					sum := spent[owner[tid]]
-					spent[owner[tid]] = threadTimes{run: sum.run + dRun, wait: sum.wait + dWait}
+					sum.run, sum.wait = sum.run+dRun, sum.wait+dWait
+					if dRun+dWait >= half {
+						sum.busy += dRun + dWait
+					}
+					spent[owner[tid]] = sum
 				}
 			}
 		}
@@ -985,7 +989,8 @@ func (a *Agent) readThreads(ps *podState, readAt time.Time, dt time.Duration) ti
 			sort.Ints(tids)
 			sum := spent[pid]
 			ps.processes = append(ps.processes, enforce.Process{PID: pid, Threads: tids,
-				CPU: time.Duration(float64(sum.run) * scale), Wait: time.Duration(float64(sum.wait) * scale)})
+				CPU: time.Duration(float64(sum.run) * scale), Wait: time.Duration(float64(sum.wait) * scale),
+				Busy: time.Duration(float64(sum.busy) * scale)})
 		}
 	}
 	ps.threads, ps.spare = threads, ps.threads

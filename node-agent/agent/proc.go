@@ -15,6 +15,12 @@ type threadTimes struct {
 	run, wait uint64
 }
 
+// processTimes sums a process's threads' times over a period; busy is the
+// run + wait of those runnable for at least half of it (enforce.Process).
+type processTimes struct {
+	run, wait, busy uint64
+}
+
 // procReader reads threads' scheduler statistics from /proc. It reads
 // every thread of every busy pod each period, so it keeps each thread's
 // schedstat open between periods, and lists a process's threads again only

@@ -77,7 +77,7 @@ func TestThreadFiguresKeptWhileSteady(t *testing.T) {
 	}
 	write("42/task/42/schedstat", "100 0 1\n")
 	write("42/task/43/schedstat", "5 0 1\n")
-	a := &Agent{node: &node{}, procs: procReader{root: root}, owner: map[int]int{}, active: map[int][]int{}, spent: map[int]threadTimes{}}
+	a := &Agent{node: &node{}, procs: procReader{root: root}, owner: map[int]int{}, active: map[int][]int{}, spent: map[int]processTimes{}}
 	ps := &podState{pids: []int{42}}
 	t0 := time.Now()
 	if wait := a.readThreads(ps, t0, time.Second); wait != 0 || ps.running != 0 {
@@ -124,5 +124,17 @@ func TestThreadFiguresKeptWhileSteady(t *testing.T) {
 	}
 	if ps.threadsAge != 0 || !ps.threadsCurrent || ps.threadsCPU != ps.cpu {
 		t.Errorf("the read left age %d, current %v, CPU %v (pod %v): want a fresh read", ps.threadsAge, ps.threadsCurrent, ps.threadsCPU, ps.cpu)
+	}
+
+	// A period later 42 was runnable all of it, 43 (a helper) waited 0.4 s:
+	// both ran, only 42 was busy (runnable half the period or more).
+	write("42/task/42/schedstat", "200000400 3800000000 3\n")
+	write("42/task/43/schedstat", "6 400000000 2\n")
+	a.readThreads(ps, t0.Add(4*time.Second), time.Second)
+	if len(ps.processes) != 1 || len(ps.processes[0].Threads) != 2 {
+		t.Fatalf("processes %+v, want process 42 with both threads", ps.processes)
+	}
+	if p := ps.processes[0]; p.Busy != time.Second || p.Wait != 1200*time.Millisecond {
+		t.Errorf("process 42: busy %v, wait %v; want 1s (thread 42 alone) and 1.2s (both)", p.Busy, p.Wait)
 	}
 }

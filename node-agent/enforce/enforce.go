@@ -22,6 +22,11 @@ type Process struct {
 	// schedstat, scaled to Plan.Window): what a thread backend's
 	// per-process loop measures.
 	CPU, Wait time.Duration
+	// Busy is the run + wait of those of its threads that were runnable
+	// for at least half the period (scaled alike): the threads that compete
+	// all along, without the helpers that wake for moments (a Go
+	// runtime's), whose waits grow with the load on the CPUs.
+	Busy time.Duration
 }
 
 // Pod is one pod as the agent enforces it.

@@ -155,12 +155,9 @@ func (b *Backend) Name() string { return string(b.kind) }
 // pod.Processes' order): PFS gives each of its threads an n-th of it for n
 // runnable threads, as integers any n of which add up to it exactly
 // (rounding each thread alone would skew a 200-thread process by several
-// points); TFPS scales it by CPUs / n. A process's runnable threads are its run + wait
-// over the window, rounded (at least 1, at most the threads that ran):
-// the Go runtime's helpers, which run for moments, would otherwise each
-// take a runnable thread's part (a 1-thread Go burner's spinner weighed a
-// third of its process beside three helpers). Without a window, every
-// thread that ran counts.
+// points); TFPS scales it by CPUs / n. n is the process's runnable
+// threads over the window (runnable; at most the threads that ran).
+// Without a window, every thread that ran counts.
 func threadWeights(pod enforce.Pod, cpus int, weights []int, window time.Duration) map[int]float64 {
 	out := map[int]float64{}
 	for i, p := range pod.Processes {
@@ -193,9 +190,18 @@ func threadWeights(pod enforce.Pod, cpus int, weights []int, window time.Duratio
 }
 
 // runnable is how many of a process's threads were runnable in the
-// window: their run + wait over it, rounded, at least 1.
+// window: the run + wait over it of those runnable at least half of it
+// (enforce.Process.Busy), rounded, at least 1. Helpers that wake for
+// moments, such as the Go runtime's, do not count: each would take a
+// runnable thread's part of the weight (a 1-thread Go burner's spinner
+// weighed a third of its process beside three helpers), and their waits
+// grow with the load (on this host, beside 59 spinners on 2 CPUs, an
+// 8-thread burner's threads summed 8.1 to 8.8: a ninth thread now and
+// then). One runnable most of the time does count, as the kernel's modes
+// count it: in the TCG guest a Go burner's sysmon, waking every 10 ms and
+// waiting for a CPU most of the time, reads as a second thread.
 func runnable(p enforce.Process, window time.Duration) int {
-	return max(1, int(math.Round(float64(p.CPU+p.Wait)/float64(window))))
+	return max(1, int(math.Round(float64(p.Busy)/float64(window))))
 }
 
 // processWeight is a process's weight in nice-0 = 1024 units before its
@@ -204,15 +210,21 @@ func runnable(p enforce.Process, window time.Duration) int {
 // the weights (kernel/README.md).
 const processWeight = fairness.Nice0Weight
 
+// processCorrection is the per-pod loop's correction: the tenants' gain
+// (fairness.DefaultCorrection) in a wider range, since the kernel's modes
+// already set the threads' weights far apart. Under TWRS in the guest the
+// tenants' 1/8 held render's 50-thread process on the floor, still over its
+// part; with 1/32 it settled near 1/18.
+var processCorrection = fairness.Correction{Gain: fairness.DefaultCorrection.Gain, Min: 1.0 / 32, Max: 32}
+
 // processWeights is the weight of each of the pod's processes (in
 // pod.Processes' order): processWeight, times what the pod's loop learnt
 // where the backend is the syscall one and the policy splits the pod
 // between its processes (fairness.ProcessTargets). The loop compares each
 // process's CPU in the window with its target, among the backlogged
-// processes, by how many of their threads were runnable: run + wait over
-// the window, rounded (helper threads that wake for a moment, such as the
-// Go runtime's, would otherwise move the targets every period, and a
-// target that moves restarts the loop).
+// processes, by how many of their threads were runnable (runnable: helper
+// threads that wake for a moment would otherwise move the targets every
+// period, and a target that moves restarts the loop).
 func (b *Backend) processWeights(pod enforce.Pod, window, period time.Duration) []int {
 	out := make([]int, len(pod.Processes))
 	for i := range out {
@@ -241,7 +253,7 @@ func (b *Backend) processWeights(pod enforce.Pod, window, period time.Duration) 
 	}
 	// A period's window lands a hair either side of the period (the
 	// ticker): each one counts, a kicked step's short one adds to the next.
-	for i, m := range l.Step(fairness.DefaultCorrection, in, window, period-period/10) {
+	for i, m := range l.Step(processCorrection, in, window, period-period/10) {
 		out[i] = int(math.Round(math.Min(MaxWeight, math.Max(MinWeight, processWeight*m))))
 	}
 	return out

@@ -93,14 +93,16 @@ func TestThreadWeightsFollowThePolicy(t *testing.T) {
 	}
 
 	// Over a window, a process's weight is split by its runnable threads
-	// (run + wait, rounded), not by every thread that ran: a spinner with
-	// two helpers that ran for moments keeps the whole weight, and so do
-	// its helpers (they hardly run); 4 threads runnable 3 of the time get a
-	// third each; 1000 threads that ran can count at most themselves.
+	// (the run + wait of those runnable half the window or more, rounded),
+	// not by every thread that ran: a spinner with two helpers that waited
+	// for a CPU most of a second between them keeps the whole weight, and
+	// so do its helpers (they hardly run); 4 threads runnable 3/4 of the
+	// time get a third each; 1000 threads that ran can count at most
+	// themselves.
 	window := time.Second
 	pod = enforce.Pod{ThreadPolicy: fairness.PFS, Processes: []enforce.Process{
-		{PID: 1, Threads: []int{1, 2, 3}, CPU: 900 * time.Millisecond, Wait: 110 * time.Millisecond},
-		{PID: 2, Threads: []int{4, 5, 6, 7}, CPU: 2 * time.Second, Wait: 900 * time.Millisecond},
+		{PID: 1, Threads: []int{1, 2, 3}, CPU: 900 * time.Millisecond, Wait: 900 * time.Millisecond, Busy: time.Second},
+		{PID: 2, Threads: []int{4, 5, 6, 7}, CPU: 2 * time.Second, Wait: 900 * time.Millisecond, Busy: 2900 * time.Millisecond},
 	}}
 	w = threadWeights(pod, 2, []int{1024, 1024}, window)
 	if w[1] != 1024 || w[3] != 1024 || w[4] != 342 || w[5] != 341 || w[6] != 341 || w[7] != 342 {
@@ -110,7 +112,7 @@ func TestThreadWeightsFollowThePolicy(t *testing.T) {
 	if w = threadWeights(pod, 2, []int{1024, 1024}, window); w[1] != 1024 || w[4] != math.Round(fairness.TFPSThreadWeight(1024, 3, 2)) {
 		t.Fatalf("TFPS weights over a window %v, want the spinner's 1024 and the others' CPUs/3", w)
 	}
-	pod.Processes[0].Wait = 10 * time.Second // cannot be more than the threads that ran
+	pod.Processes[0].Busy = 10 * time.Second // cannot be more than the threads that ran
 	pod.ThreadPolicy = fairness.PFS
 	if w = threadWeights(pod, 2, []int{1024, 1024}, window); w[1] != 342 || w[2] != 341 {
 		t.Fatalf("PFS weights %v, want a third each for 3 threads", w)
@@ -131,7 +133,7 @@ func TestProcessWeightsFollowTheirTargets(t *testing.T) {
 		p := enforce.Pod{UID: "u", ThreadPolicy: policy}
 		for i, c := range cpu {
 			run := time.Duration(threads[i]) * window
-			p.Processes = append(p.Processes, enforce.Process{PID: 10 + i, Threads: make([]int, threads[i]), CPU: c, Wait: run - c})
+			p.Processes = append(p.Processes, enforce.Process{PID: 10 + i, Threads: make([]int, threads[i]), CPU: c, Wait: run - c, Busy: run})
 		}
 		return p
 	}
@@ -144,6 +146,15 @@ func TestProcessWeightsFollowTheirTargets(t *testing.T) {
 	at := b.processWeights(pod(fairness.PFS, 500*time.Millisecond, 500*time.Millisecond, 500*time.Millisecond), window, window)
 	if at[0] != w[0] || at[1] != w[1] || at[2] != w[2] {
 		t.Fatalf("on target the weights moved: %v, then %v", w, at)
+	}
+	// Held far over its part, a process falls below the tenants' floor
+	// (1/8 of the plain weight): the kernel's modes can need more.
+	b = newBackend(Syscall, "/proc", 2)
+	for range 30 {
+		w = b.processWeights(pod(fairness.PFS, 300*time.Millisecond, 450*time.Millisecond, 750*time.Millisecond), window, window)
+	}
+	if w[2] >= processWeight/8 || w[0] <= 8*processWeight {
+		t.Fatalf("after 30 periods off their parts: weights %v, want the 50-thread process under %d and the 1-thread one over %d", w, processWeight/8, 8*processWeight)
 	}
 	// TWRS's parts (eq. 3.3): 6.3 / 44.5 / 49.1 %; the 1-thread process
 	// at 20 % is far above its part. (A new policy starts from the plain
