@@ -32,6 +32,8 @@ want=("$@")
 [ ${#want[@]} -gt 0 ] || want=(etcd kube-apiserver)
 
 log() { echo "build-k8s: $*" >&2; }
+# shellcheck source=hack/go-build.sh
+. "$(dirname "$0")/go-build.sh"
 
 # file <binary>: its name in $BIN; pkg <binary>: its main package.
 file() { case $1 in helm) echo "helm-$HELM_VERSION" ;; *) echo "$1" ;; esac; }
@@ -82,15 +84,8 @@ kubefair_modules=$(cd "$root" && go list -m -f '{{if not .Main}}{{.Path}}@{{.Ver
 
 minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
 ld="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
-# One go build for all of them: each binary's link (one CPU, tens of
-# seconds) overlaps the others' compiling.
 log "building ${missing[*]} (minutes when cold)"
-out="$BIN/.building"
-rm -rf "$out"; mkdir -p "$out"
-(cd "$mod" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -ldflags "$ld" -o "$out/" "${pkgs[@]}")
-for i in "${!missing[@]}"; do
-  p=${pkgs[$i]}
-  mv "$out/${p##*/}" "$BIN/$(file "${missing[$i]}")"
-done
-rmdir "$out"
+specs=()
+for i in "${!missing[@]}"; do specs+=("${pkgs[$i]}=$(file "${missing[$i]}")"); done
+go_build "$mod" "$BIN" "$ld" "${specs[@]}"
 echo "$BIN"

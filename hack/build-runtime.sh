@@ -24,24 +24,14 @@ exec 9>"$BIN/.lock"
 flock 9
 
 log() { echo "build-runtime: $*" >&2; }
+# shellcheck source=hack/go-build.sh
+. "$(dirname "$0")/go-build.sh"
 
 # module <dir> <module@version>: a throwaway module that requires one module.
 module() {
   mkdir -p "$1"
   (cd "$1"
    [ -f go.mod ] || { go mod init kubefair.local/runtime >/dev/null 2>&1; go mod edit -require="$2"; })
-}
-
-# build_static <module dir> <dir> <ldflags> <package>...: static binaries
-# into dir, named after their packages, from one go build (so that each link
-# overlaps the others' compiling), each moved into place when whole.
-build_static() {
-  local mod=$1 dir=$2 ld=$3 p
-  shift 3
-  rm -rf "$dir/.building"; mkdir -p "$dir/.building"
-  (cd "$mod" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "$ld" -o "$dir/.building/" "$@")
-  for p in "$@"; do mv "$dir/.building/${p##*/}" "$dir/${p##*/}"; done
-  rmdir "$dir/.building"
 }
 
 if [ ! -x "$BIN/containerd" ] || [ ! -x "$BIN/containerd-shim-runc-v2" ] || [ ! -x "$BIN/ctr" ]; then
@@ -51,7 +41,7 @@ if [ ! -x "$BIN/containerd" ] || [ ! -x "$BIN/containerd-shim-runc-v2" ] || [ ! 
   ld="-s -w -X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION"
   # Without cgo: no btrfs snapshotter (it needs cgo), which kubefair's
   # nodes do not use (overlayfs).
-  build_static "$mod" "$BIN" "$ld" github.com/containerd/containerd/v2/cmd/{containerd,containerd-shim-runc-v2,ctr}
+  go_build "$mod" "$BIN" "$ld" github.com/containerd/containerd/v2/cmd/{containerd,containerd-shim-runc-v2,ctr}
 fi
 
 if [ ! -x "$BIN/runc" ]; then
@@ -73,6 +63,6 @@ if [ ${#plugins[@]} -gt 0 ]; then
   log "building the CNI plugins $CNI_VERSION"
   mod="$CACHE/src/cni-plugins-$CNI_VERSION"
   module "$mod" "github.com/containernetworking/plugins@$CNI_VERSION"
-  build_static "$mod" "$CNI" "-s -w" "${plugins[@]}"
+  go_build "$mod" "$CNI" "-s -w" "${plugins[@]}"
 fi
 echo "$OUT"
