@@ -193,13 +193,9 @@ func threadWeights(pod enforce.Pod, cpus int, weights []int, window time.Duratio
 // window: the run + wait over it of those runnable at least half of it
 // (enforce.Process.Busy), rounded, at least 1. Helpers that wake for
 // moments, such as the Go runtime's, do not count: each would take a
-// runnable thread's part of the weight (a 1-thread Go burner's spinner
-// weighed a third of its process beside three helpers), and their waits
-// grow with the load (on this host, beside 59 spinners on 2 CPUs, an
-// 8-thread burner's threads summed 8.1 to 8.8: a ninth thread now and
-// then). One runnable most of the time does count, as the kernel's modes
-// count it: in the TCG guest a Go burner's sysmon, waking every 10 ms and
-// waiting for a CPU most of the time, reads as a second thread.
+// runnable thread's part of the weight, and their waits grow with the
+// load. One runnable most of the time does count, as the kernel's modes
+// count it (docs/guest-node.md: a Go burner's sysmon in the TCG guest).
 func runnable(p enforce.Process, window time.Duration) int {
 	return max(1, int(math.Round(float64(p.Busy)/float64(window))))
 }
@@ -212,9 +208,8 @@ const processWeight = fairness.Nice0Weight
 
 // processCorrection is the per-pod loop's correction: the tenants' gain
 // (fairness.DefaultCorrection) in a wider range, since the kernel's modes
-// already set the threads' weights far apart. Under TWRS in the guest the
-// tenants' 1/8 held render's 50-thread process on the floor, still over its
-// part; with 1/32 it settled near 1/18.
+// already set the threads' weights far apart (docs/guest-node.md has the
+// TWRS run that sat on the tenants' 1/8).
 var processCorrection = fairness.Correction{Gain: fairness.DefaultCorrection.Gain, Min: 1.0 / 32, Max: 32}
 
 // processWeights is the weight of each of the pod's processes (in

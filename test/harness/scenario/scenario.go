@@ -306,12 +306,10 @@ func Deployment(namespace string, w Workload) *appsv1.Deployment {
 		// Processes of n spinning threads, as near as Go allows: it
 		// preempts a goroutine locked to its thread every 10 ms by a
 		// signal and hands it over through another thread, which the
-		// kernel's modes count while it is runnable (in the guest the 1-,
-		// 8- and 50-thread burners had 4, 12 and 58 threads that ran a
-		// period; without async preemption 2, 9 and 51, the one left
-		// beside the spinners being the runtime's sysmon). The spinners
-		// make no calls, so they are never preempted; the kernel suite's
-		// guests run them so too (kernel/README.md).
+		// kernel's modes count while it is runnable (docs/guest-node.md
+		// has the counts). The spinners make no calls, so without async
+		// preemption they are never preempted, as in the kernel suite's
+		// guests (kernel/README.md).
 		c.Env = []corev1.EnvVar{{Name: "GODEBUG", Value: "asyncpreemptoff=1"}}
 	}
 	if w.BestEffort {
