@@ -101,7 +101,7 @@ func (w *world) checkNiceBackend(t *testing.T) {
 	}
 }
 
-// nicePod is a pod of the tenant's namespace on the node whose burner
+// nicePod is a pod of the tenant's namespace on the node whose spinner
 // spins one thread and starts a process of eight.
 func nicePod(namespace, node string) *corev1.Pod {
 	d := scenario.Deployment(namespace, scenario.Workload{Name: "nice", Pods: 1, Threads: 1, Children: []int{8}})

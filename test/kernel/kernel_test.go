@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/kubefair/kubefair/test/harness/cluster"
+	"github.com/kubefair/kubefair/test/harness/images"
 	"github.com/kubefair/kubefair/test/harness/kubeapi"
 )
 
@@ -82,11 +83,9 @@ func copyFile(t *testing.T, from, to string, mode os.FileMode) {
 // compile builds a static C program from kernel/selftests.
 func compile(t *testing.T, source string) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), strings.TrimSuffix(filepath.Base(source), ".c"))
-	cmd := exec.Command("gcc", "-static", "-O2", "-pthread", "-Wall", "-Werror", "-o", out,
-		filepath.Join(kubeapi.RepoRoot(), "kernel", "selftests", source), "-lm")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("compiling %s: %v\n%s", source, err, b)
+	out, err := images.CompileStatic(filepath.Join(kubeapi.RepoRoot(), "kernel", "selftests", source), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

@@ -1,9 +1,9 @@
 // Package images builds the container images kubefair's tests and local
 // clusters run — the controller, the agent, a CPU burner and a pause
-// sandbox — from this repository's static Go binaries, with no registry and
-// no image builder: each image is one layer holding one binary, written as
-// a docker-archive tarball that `ctr images import` and containerd's Import
-// accept.
+// sandbox — from this repository's static binaries, with no registry and
+// no image builder: each image is one layer holding its binaries, written
+// as a docker-archive tarball that `ctr images import` and containerd's
+// Import accept.
 package images
 
 import (
@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -28,6 +29,10 @@ type Image struct {
 	Package string
 	// Entrypoint defaults to the binary.
 	Entrypoint []string
+	// CPrograms are static C programs built into the image beside the
+	// binary: their sources, ./-relative, each installed as
+	// /<base name without .c>.
+	CPrograms []string
 }
 
 // Tag of every image built from the working tree.
@@ -37,15 +42,21 @@ const Tag = "dev"
 var (
 	Controller = Image{Ref: "kubefair.local/kubefair-controller:" + Tag, Package: "./controllers/cmd/kubefair-controller"}
 	Agent      = Image{Ref: "kubefair.local/kubefair-agent:" + Tag, Package: "./node-agent/cmd/kubefair-agent"}
-	Burner     = Image{Ref: "kubefair.local/burner:" + Tag, Package: "./test/harness/cmd/burner"}
-	Pause      = Image{Ref: "kubefair.local/pause:" + Tag, Package: "./test/harness/cmd/pause"}
+	// The burner image also holds the spinner (at Spinner), whose
+	// processes run nothing but their spinning threads.
+	Burner = Image{Ref: "kubefair.local/burner:" + Tag, Package: "./test/harness/cmd/burner",
+		CPrograms: []string{"./test/harness/cmd/spinner/spinner.c"}}
+	Pause = Image{Ref: "kubefair.local/pause:" + Tag, Package: "./test/harness/cmd/pause"}
 )
+
+// Spinner is the spinner's path in the burner image.
+const Spinner = "/spinner"
 
 // Binary is the path of the image's binary inside it.
 func (img Image) Binary() string { return "/" + filepath.Base(img.Package) }
 
-// Build compiles the image's binary (static, from repoRoot) and writes the
-// image as a docker-archive tarball at out.
+// Build compiles the image's binaries (static, from repoRoot) and writes
+// the image as a docker-archive tarball at out.
 func (img Image) Build(repoRoot, out string) error {
 	tmp, err := os.MkdirTemp("", "kubefair-image-")
 	if err != nil {
@@ -65,16 +76,43 @@ func (img Image) Build(repoRoot, out string) error {
 	if err != nil {
 		return err
 	}
-	return img.WriteArchive(out, data)
+	var extra []tarFile
+	for _, src := range img.CPrograms {
+		prog, err := CompileStatic(filepath.Join(repoRoot, src), tmp)
+		if err != nil {
+			return fmt.Errorf("%s for %s: %w", src, img.Ref, err)
+		}
+		b, err := os.ReadFile(prog)
+		if err != nil {
+			return err
+		}
+		extra = append(extra, tarFile{name: filepath.Base(prog), mode: 0o755, data: b})
+	}
+	return img.writeArchive(out, data, extra...)
+}
+
+// CompileStatic builds a static C program from source into dir and
+// returns its path (dir/<base name without .c>).
+func CompileStatic(source, dir string) (string, error) {
+	out := filepath.Join(dir, strings.TrimSuffix(filepath.Base(source), ".c"))
+	cmd := exec.Command("gcc", "-static", "-O2", "-pthread", "-Wall", "-Werror", "-o", out, source, "-lm")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("compiling %s (gcc: hack/deps.sh installs it): %w\n%s", source, err, b)
+	}
+	return out, nil
 }
 
 // WriteArchive writes the image, with binary as its one file, as a
 // docker-archive tarball: manifest.json, the config and one layer.
 func (img Image) WriteArchive(out string, binary []byte) error {
-	layer, err := tarOf([]tarFile{
+	return img.writeArchive(out, binary)
+}
+
+func (img Image) writeArchive(out string, binary []byte, extra ...tarFile) error {
+	layer, err := tarOf(append([]tarFile{
 		{name: "tmp/", mode: 0o1777, dir: true},
 		{name: img.Binary()[1:], mode: 0o755, data: binary},
-	})
+	}, extra...))
 	if err != nil {
 		return err
 	}

@@ -41,8 +41,9 @@ type Workload struct {
 	// BestEffort QoS cgroup, which weighs 2 shares); the others request
 	// CPURequest and are Burstable.
 	BestEffort bool
-	// Children: the burner of each pod starts one more process per entry,
-	// with that many threads, in its container (burner -children).
+	// Children: each pod runs the spinner instead of the burner, which
+	// starts one more process per entry, with that many threads, in its
+	// container (spinner -children).
 	Children []int
 }
 
@@ -301,16 +302,11 @@ func Deployment(namespace string, w Workload) *appsv1.Deployment {
 		for i, n := range w.Children {
 			counts[i] = strconv.Itoa(n)
 		}
+		// Processes of exactly n runnable threads, for the thread policies:
+		// a Go burner's runtime threads are runnable too, most of the
+		// time in a busy guest (docs/guest-node.md).
 		c := &d.Spec.Template.Spec.Containers[0]
-		c.Command = append(c.Command, "-children", strings.Join(counts, ","))
-		// Processes of n spinning threads, as near as Go allows: it
-		// preempts a goroutine locked to its thread every 10 ms by a
-		// signal and hands it over through another thread, which the
-		// kernel's modes count while it is runnable (docs/guest-node.md
-		// has the counts). The spinners make no calls, so without async
-		// preemption they are never preempted, as in the kernel suite's
-		// guests (kernel/README.md).
-		c.Env = []corev1.EnvVar{{Name: "GODEBUG", Value: "asyncpreemptoff=1"}}
+		c.Command = []string{images.Spinner, "-threads", strconv.Itoa(w.Threads), "-children", strings.Join(counts, ",")}
 	}
 	if w.BestEffort {
 		c := &d.Spec.Template.Spec.Containers[0]

@@ -2,10 +2,8 @@
 // it is killed or -duration passes. Tests and images use it as a greedy,
 // backlogged workload whose CPU use the kernel accounts per thread. With
 // -duty below 1 each thread spins only that fraction of every -cycle and
-// sleeps the rest: a lightly busy workload with many threads. With
-// -children it also starts one more burner process per entry (one container
-// running several processes, as a thread-fairness workload needs); they
-// end with it.
+// sleeps the rest: a lightly busy workload with many threads. (A process
+// with nothing but its spinning threads is test/harness/cmd/spinner's.)
 package main
 
 import (
@@ -13,11 +11,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"os/signal"
 	"runtime"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -27,27 +22,10 @@ func main() {
 	duration := flag.Duration("duration", 0, "exit after this long; 0 runs until SIGTERM/SIGINT")
 	duty := flag.Float64("duty", 1, "fraction of each cycle a thread spins (0 < duty ≤ 1; 1 spins without pause)")
 	cycle := flag.Duration("cycle", 100*time.Millisecond, "length of one spin-and-sleep cycle when -duty is below 1")
-	children := flag.String("children", "", "comma-separated thread counts: one more burner process for each (same -duty and -cycle)")
 	flag.Parse()
-	counts, err := threadCounts(*children)
-	if *threads < 1 || *duty <= 0 || *duty > 1 || *cycle <= 0 || err != nil {
-		fmt.Fprintln(os.Stderr, "burner: want -threads ≥ 1, 0 < -duty ≤ 1, -cycle > 0 and -children a list of counts ≥ 1")
+	if *threads < 1 || *duty <= 0 || *duty > 1 || *cycle <= 0 {
+		fmt.Fprintln(os.Stderr, "burner: want -threads ≥ 1, 0 < -duty ≤ 1 and -cycle > 0")
 		os.Exit(2)
-	}
-	self, err := os.Executable()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "burner:", err)
-		os.Exit(1)
-	}
-	for _, n := range counts {
-		child := exec.Command(self, "-threads", strconv.Itoa(n), "-duty", fmt.Sprint(*duty), "-cycle", cycle.String())
-		child.Stdout, child.Stderr = os.Stdout, os.Stderr
-		// A child outlives no parent, however the parent ends.
-		child.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := child.Start(); err != nil {
-			fmt.Fprintln(os.Stderr, "burner:", err)
-			os.Exit(1)
-		}
 	}
 	// Leave room for the Go runtime's own threads; the spinners do not
 	// allocate or call into the runtime.
@@ -73,19 +51,6 @@ func main() {
 		return
 	}
 	<-stop
-}
-
-// threadCounts parses -children.
-func threadCounts(list string) ([]int, error) {
-	var counts []int
-	for _, f := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' }) {
-		n, err := strconv.Atoi(f)
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("bad thread count %q", f)
-		}
-		counts = append(counts, n)
-	}
-	return counts, nil
 }
 
 // spin holds one OS thread busy forever.
