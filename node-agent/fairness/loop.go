@@ -10,8 +10,9 @@ import (
 // carries a multiplier on its entitled share that the measured CPU nudges
 // (Correction). It learns only from windows of at least one period — a
 // kicked step's short window adds to the next full one — and starts a
-// principal again from the open-loop weight when its entitlement moves,
-// because what it learnt belongs to the old configuration. Mult and
+// principal again from the open-loop weight when its entitlement moves
+// against the others', because what it learnt belongs to the old
+// configuration. Mult and
 // Entitled are what it has learnt (kept across the agent's restarts).
 type Loop struct {
 	Mult     map[string]float64 `json:"mult"`
@@ -65,12 +66,18 @@ func (l *Loop) Step(c Correction, ps []LoopInput, dt, period time.Duration) []fl
 		}
 		l.elapsed, l.cpu, l.backlogged = 0, map[string]time.Duration{}, map[string]bool{}
 	}
-	// A move is judged on each principal's proportion of the total: the
-	// capacity left to the tenants changes every period with load from
-	// outside and scales every entitlement alike, which is no move.
-	var total float64
+	// A move is judged on each principal's proportion among those of both
+	// this step and the last: the capacity left to the tenants changes
+	// every period with load from outside and scales every entitlement
+	// alike, which is no move, and a principal that comes or goes moves no
+	// other's (a pod's pause process, waking once a minute, restarted its
+	// pod's loop in the guest: docs/guest-node.md).
+	var total, both, bothBefore float64
 	for _, p := range ps {
 		total += p.Entitled
+		if prev, ok := l.Entitled[p.Name]; ok {
+			both, bothBefore = both+p.Entitled, bothBefore+prev
+		}
 	}
 	next := make(map[string]float64, len(ps))
 	nextEntitled := make(map[string]float64, len(ps))
@@ -78,13 +85,16 @@ func (l *Loop) Step(c Correction, ps []LoopInput, dt, period time.Duration) []fl
 		if mult[i] <= 0 {
 			mult[i] = 1
 		}
+		if prev := l.Entitled[p.Name]; prev > 0 && both > 0 {
+			was, now := prev/bothBefore, p.Entitled/both
+			if math.Abs(now-was) > 0.1*was {
+				mult[i] = 1
+				delete(l.bounded, p.Name)
+			}
+		}
 		proportion := 0.0
 		if total > 0 {
 			proportion = p.Entitled / total
-		}
-		if prev := l.Entitled[p.Name]; prev > 0 && math.Abs(proportion-prev) > 0.1*prev {
-			mult[i] = 1
-			delete(l.bounded, p.Name)
 		}
 		next[p.Name], nextEntitled[p.Name] = mult[i], proportion
 	}

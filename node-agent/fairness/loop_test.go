@@ -7,8 +7,9 @@ import (
 
 // TestClosedLoop: a principal that gets less than its entitlement is
 // weighted up and one that gets more down — but only from windows of at
-// least a period; an entitlement that moves starts over from 1; a
-// principal that leaves is forgotten.
+// least a period; an entitlement that moves against the others' starts
+// over from 1, one that comes or goes moves none; a principal that leaves
+// is forgotten.
 func TestClosedLoop(t *testing.T) {
 	var l Loop
 	const period = time.Second
@@ -41,6 +42,15 @@ func TestClosedLoop(t *testing.T) {
 	before := l.Mult["a"]
 	if scaled := l.Step(DefaultCorrection, []LoopInput{{Name: "a", Entitled: 0.4, Backlogged: true}, {Name: "b", Entitled: 0.1, Backlogged: true}}, 100*time.Millisecond, period); scaled[0] != before {
 		t.Fatalf("scaling every entitlement by half reset the loop: %v, was %v", scaled[0], before)
+	}
+	// A principal that comes or goes moves no other's part: a and b keep
+	// what they learnt.
+	l.Step(DefaultCorrection, []LoopInput{{Name: "a", Entitled: 0.8, CPU: 300 * time.Millisecond, Backlogged: true}, {Name: "b", Entitled: 0.2, CPU: 700 * time.Millisecond, Backlogged: true}}, time.Second, period)
+	learnt := []float64{l.Mult["a"], l.Mult["b"]}
+	with := l.Step(DefaultCorrection, []LoopInput{{Name: "a", Entitled: 0.8, Backlogged: true}, {Name: "b", Entitled: 0.2, Backlogged: true}, {Name: "c", Entitled: 1}}, 100*time.Millisecond, period)
+	without := l.Step(DefaultCorrection, []LoopInput{{Name: "a", Entitled: 0.8, Backlogged: true}, {Name: "b", Entitled: 0.2, Backlogged: true}}, 100*time.Millisecond, period)
+	if with[0] != learnt[0] || with[1] != learnt[1] || without[0] != learnt[0] || without[1] != learnt[1] {
+		t.Fatalf("c coming and going moved a and b: learnt %v, with c %v, after %v", learnt, with[:2], without)
 	}
 	// A principal that is gone is forgotten.
 	l.Step(DefaultCorrection, []LoopInput{{Name: "a", Entitled: 1, CPU: time.Second, Backlogged: true}}, time.Second, period)

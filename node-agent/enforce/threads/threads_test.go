@@ -122,8 +122,9 @@ func TestThreadWeightsFollowThePolicy(t *testing.T) {
 // TestProcessWeightsFollowTheirTargets: the syscall backend's per-pod loop
 // raises the weight of a backlogged process that got less than its part of
 // the pod under the policy and lowers one that got more, settles where each
-// gets its part, and leaves a lone process, a policy without a split and
-// the nice backend at the plain process weight.
+// gets its part, is not restarted by an idle process waking, and leaves a
+// lone process, a policy without a split and the nice backend at the plain
+// process weight.
 func TestProcessWeightsFollowTheirTargets(t *testing.T) {
 	const window = time.Second
 	// A 1-thread process beside processes of 8 and 50 threads, all
@@ -155,6 +156,14 @@ func TestProcessWeightsFollowTheirTargets(t *testing.T) {
 	}
 	if w[2] >= processWeight/8 || w[0] <= 8*processWeight {
 		t.Fatalf("after 30 periods off their parts: weights %v, want the 50-thread process under %d and the 1-thread one over %d", w, processWeight/8, 8*processWeight)
+	}
+	// A process that wakes for a moment (the pod's pause process, once a
+	// minute) takes a part for that period, but restarts nothing: the
+	// others keep what the loop learnt.
+	withPause := pod(fairness.PFS, 300*time.Millisecond, 450*time.Millisecond, 750*time.Millisecond)
+	withPause.Processes = append(withPause.Processes, enforce.Process{PID: 9, Threads: []int{9}, CPU: time.Millisecond, Wait: 50 * time.Millisecond})
+	if w := b.processWeights(withPause, window, window); w[2] >= processWeight/8 || w[0] <= 8*processWeight {
+		t.Fatalf("with the pause process awake: weights %v, want the three as the loop took them", w)
 	}
 	// TWRS's parts (eq. 3.3): 6.3 / 44.5 / 49.1 %; the 1-thread process
 	// at 20 % is far above its part. (A new policy starts from the plain
