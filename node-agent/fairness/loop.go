@@ -12,8 +12,8 @@ import (
 // kicked step's short window adds to the next full one — and starts a
 // principal again from the open-loop weight when its entitlement moves
 // against the others', because what it learnt belongs to the old
-// configuration. Mult and
-// Entitled are what it has learnt (kept across the agent's restarts).
+// configuration. Mult and Entitled are what it has learnt (kept across the
+// agent's restarts).
 type Loop struct {
 	Mult     map[string]float64 `json:"mult"`
 	Entitled map[string]float64 `json:"entitled"` // proportion of the total, last step

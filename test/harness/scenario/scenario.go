@@ -265,8 +265,8 @@ func tenantObject(t Tenant) *kubefairv1.Tenant {
 }
 
 // Deployment runs a workload's burners: each pod one burner with
-// w.Threads spinning threads (and w.Children's processes), requesting
-// CPURequest unless BestEffort.
+// w.Threads spinning threads (the spinner, with w.Children's processes,
+// where it has any), requesting CPURequest unless BestEffort.
 func Deployment(namespace string, w Workload) *appsv1.Deployment {
 	labels := map[string]string{"app": w.Name}
 	for k, v := range w.Labels {
