@@ -1,12 +1,11 @@
-// SPDX-License-Identifier: Apache-2.0
 /*
  * spinner: a process of exactly -threads spinning threads, and with
  * -children one more such process per entry, in the burner image beside
  * the Go burner. A Go process also runs the runtime's own threads (sysmon
  * wakes every 10 ms and, in a busy guest, waits for a CPU most of the
  * time), which the kernel's thread-aware modes count as runnable; these
- * processes run nothing but their spinners, so a thread policy's aim is
- * exactly eq. 3.3 on 1, 8 and 50 threads (docs/guest-node.md).
+ * processes run nothing but their spinners, so a thread policy's parts
+ * are those of their -threads (docs/guest-node.md).
  *
  *   spinner -threads N [-children A,B,...]
  *
@@ -29,7 +28,7 @@ static void usage(void)
 	exit(2);
 }
 
-/* count parses a thread count >= 1 up to one of the stop characters. */
+/* count parses a thread count (1 to 100000) at s; *end is where it stopped. */
 static long count(const char *s, char **end)
 {
 	long n;
