@@ -110,7 +110,7 @@ func (s *processSampler) table(policy fairness.ThreadPolicy, stock, kf map[int]f
 
 // processGuardPoints bounds how far kubefair may leave a pod's processes
 // from their policy's parts. The aim is boundPoints, which the per-pod loop
-// has held in the three runs since render's processes run nothing but
+// has held in the four runs since render's processes run nothing but
 // their spinners and a process coming or going stopped restarting the loop
 // (docs/guest-node.md has them: 0.5-1.5 points off at worst, against
 // 2.4-2.9 for TWRS before), too few to assert it yet: this guards the loop
