@@ -2,6 +2,8 @@ package images
 
 import (
 	"bytes"
+	"errors"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,7 +41,8 @@ func TestSpinnerProcesses(t *testing.T) {
 	}
 
 	for _, bad := range [][]string{{}, {"-threads", "0"}, {"-threads", "2", "-children", "3,x"}, {"-threads", "1", "-children"}} {
-		if err := exec.Command(bin, bad...).Run(); err == nil || err.(*exec.ExitError).ExitCode() != 2 {
+		var exit *exec.ExitError
+		if err := exec.Command(bin, bad...).Run(); !errors.As(err, &exit) || exit.ExitCode() != 2 {
 			t.Errorf("spinner %v: %v, want exit status 2", bad, err)
 		}
 	}
@@ -60,7 +63,7 @@ func TestSpinnerProcesses(t *testing.T) {
 				got[n]++
 			}
 		}
-		if len(procs) == 3 && len(got) == 3 && got[1]+got[2]+got[3] == 3 {
+		if len(procs) == 3 && maps.Equal(got, want) {
 			break
 		}
 		if time.Now().After(deadline) {
