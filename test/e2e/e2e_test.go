@@ -92,12 +92,15 @@ func TestEndToEnd(t *testing.T) {
 	checkAgentCaps(t, "the host", hostAgentProc(t, "status"), 0)
 	firstBoot := w.waitReport(time.Time{}, "")
 	time.Sleep(10 * time.Second) // the closed loop settles
-	kf := w.measure()
+	// The reports and `kubectl get tenants` are read over the same
+	// windows as the host's counters.
+	measured := w.measuring(w.windows)
+	w.checkStatus()
+	kf := measured()
 	w.printComparison(stock, kf)
 	w.checkShares("kubefair", kf)
 	w.checkVMs("kubefair", kf)
 	w.checkStock(stock, false)
-	w.checkStatus()
 	w.checkCost()
 
 	t.Run("metrics only to a granted identity", func(t *testing.T) {
@@ -287,23 +290,40 @@ func (w *world) measure() scenario.Shares { return w.measureN(w.windows) }
 // measureN takes the median of n windows.
 func (w *world) measureN(n int) scenario.Shares {
 	w.t.Helper()
-	windows, err := w.sc.MeasureWindows(w.ctx, w.k8s, w.window, n, w.cpu)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	samples := map[string][]float64{}
-	var vm []float64
-	for _, s := range windows {
-		for name, v := range s.Tenant {
-			samples[name] = append(samples[name], v)
+	return w.measuring(n)()
+}
+
+// measuring starts measuring n windows in the background and returns what
+// waits for them and takes their median: the test goroutine meanwhile
+// observes the same steady state in other ways (checkStatus).
+func (w *world) measuring(n int) func() scenario.Shares {
+	var windows []scenario.Shares
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		windows, err = w.sc.MeasureWindows(w.ctx, w.k8s, w.window, n, w.cpu)
+	}()
+	return func() scenario.Shares {
+		w.t.Helper()
+		<-done
+		if err != nil {
+			w.t.Fatal(err)
 		}
-		vm = append(vm, s.VMLarge)
+		samples := map[string][]float64{}
+		var vm []float64
+		for _, s := range windows {
+			for name, v := range s.Tenant {
+				samples[name] = append(samples[name], v)
+			}
+			vm = append(vm, s.VMLarge)
+		}
+		out := scenario.Shares{Tenant: map[string]float64{}, VMLarge: median(vm)}
+		for name, v := range samples {
+			out.Tenant[name] = median(v)
+		}
+		return out
 	}
-	out := scenario.Shares{Tenant: map[string]float64{}, VMLarge: median(vm)}
-	for name, v := range samples {
-		out.Tenant[name] = median(v)
-	}
-	return out
 }
 
 func median(v []float64) float64 {
