@@ -17,7 +17,7 @@ packages=(
   # kernel build and QEMU guests; the kernel source at the version
   # kernel/build.sh pins (the patches apply to it with no fuzz), which
   # Debian's security archive keeps after newer point releases
-  "$("$root/kernel/build.sh" --package)" xz-utils qemu-system-x86 busybox-static flex bison bc libelf-dev libssl-dev cpio gcc make
+  "$("$root/kernel/build.sh" --package)" xz-utils patch qemu-system-x86 busybox-static flex bison bc libelf-dev libssl-dev cpio gcc make
   # certificates for the local cluster
   openssl
   # the latency benchmark's server and load generator (Debian's, nobody's here)
