@@ -111,7 +111,7 @@ func (s *processSampler) table(policy fairness.ThreadPolicy, stock, kf map[int]f
 // check: each process within boundPoints of its part under policy, the
 // issue's bound (held in every run since render's processes run nothing
 // but their spinners and a process coming or going stopped restarting the
-// pod's loop: docs/guest-node.md has the runs, 0.4-1.5 points off at
+// pod's loop: docs/guest-node.md has the runs, 0.2-1.5 points off at
 // worst; the kernel's modes alone leave the processes 20 points off here).
 func (s *processSampler) check(w *world, when string, policy fairness.ThreadPolicy, got map[int]float64) {
 	w.t.Helper()
