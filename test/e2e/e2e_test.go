@@ -294,7 +294,7 @@ func (w *world) measureN(n int) scenario.Shares {
 }
 
 // measuring starts measuring n windows in the background and returns what
-// waits for them and takes their median: the test goroutine meanwhile
+// waits for them and takes their medians: the test goroutine meanwhile
 // observes the same steady state in other ways (checkStatus).
 func (w *world) measuring(n int) func() scenario.Shares {
 	var windows []scenario.Shares
@@ -310,20 +310,25 @@ func (w *world) measuring(n int) func() scenario.Shares {
 		if err != nil {
 			w.t.Fatal(err)
 		}
-		samples := map[string][]float64{}
-		var vm []float64
-		for _, s := range windows {
-			for name, v := range s.Tenant {
-				samples[name] = append(samples[name], v)
-			}
-			vm = append(vm, s.VMLarge)
-		}
-		out := scenario.Shares{Tenant: map[string]float64{}, VMLarge: median(vm)}
-		for name, v := range samples {
-			out.Tenant[name] = median(v)
-		}
-		return out
+		return medians(windows)
 	}
+}
+
+// medians is each tenant's, and the large VM's, median over the windows.
+func medians(windows []scenario.Shares) scenario.Shares {
+	samples := map[string][]float64{}
+	var vm []float64
+	for _, s := range windows {
+		for name, v := range s.Tenant {
+			samples[name] = append(samples[name], v)
+		}
+		vm = append(vm, s.VMLarge)
+	}
+	out := scenario.Shares{Tenant: map[string]float64{}, VMLarge: median(vm)}
+	for name, v := range samples {
+		out.Tenant[name] = median(v)
+	}
+	return out
 }
 
 func median(v []float64) float64 {

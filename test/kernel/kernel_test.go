@@ -151,9 +151,10 @@ reboot -f
 // from the pinned source `make kernel` unpacked (the stock tree), over
 // every patch of the series: no errors and no warnings.
 func TestSeriesPassesCheckpatch(t *testing.T) {
-	checkpatch := cached("stock", "scripts", "checkpatch.pl")
+	source := cached("stock")
+	checkpatch := filepath.Join(source, "scripts", "checkpatch.pl")
 	if _, err := os.Stat(checkpatch); err != nil {
-		t.Fatalf("no kernel source at %s: run `make kernel`", cached("stock"))
+		t.Fatalf("no kernel source at %s: run `make kernel`", source)
 	}
 	kernelDir := filepath.Join(kubeapi.RepoRoot(), "kernel")
 	series, err := os.ReadFile(filepath.Join(kernelDir, "series"))
