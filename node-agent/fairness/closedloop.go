@@ -8,7 +8,16 @@ import "math"
 // exactly: 4–5 points at 1:2..1:5 on two CPUs), so each principal carries a
 // multiplier on its entitled share that a period's measurement nudges:
 //
-//	m ← clamp(m · (entitled / achieved)^Gain, Min, Max)
+//	m ← clamp(m · exp(Gain · max(-1, (entitled − achieved) / entitled)), Min, Max)
+//
+// The error is a fraction of the entitlement, not a log ratio, so the loop
+// holds each principal's mean share: the corrections add up to how far the
+// multiplier moved, so a period's excess is paid back in the next ones.
+// Log ratios held the geometric mean, which sits below the mean by about
+// half the windows' variance, and so gave principals whose windows swing
+// more (a single pod's threads moved between two CPUs) part of steady
+// ones' shares. An overshoot counts as at most twice the entitlement: one
+// noisy window moves a multiplier down by no more than exp(-Gain).
 //
 // Achieved shares are normalised over the backlogged principals first, so
 // load from outside the managed principals (which takes from all of them
@@ -72,7 +81,7 @@ func (c Correction) update(mult, entitled, achieved []float64, backlogged []bool
 			bounded[i] = off
 			continue
 		}
-		want := next[i] * math.Pow(entitled[i]/normalised, c.Gain)
+		want := next[i] * math.Exp(c.Gain*math.Max(-1, (entitled[i]-normalised)/entitled[i]))
 		next[i] = math.Min(c.Max, math.Max(c.Min, want))
 		bounded[i] = off && next[i] != want
 	}
@@ -82,13 +91,13 @@ func (c Correction) update(mult, entitled, achieved []float64, backlogged []bool
 
 // unwind divides every multiplier by their geometric mean when it is above
 // 1, as far as none goes below Min. Only their ratios set the shares, and
-// noise winds them up together: the mean of log(entitled / achieved) over
-// shares normalised to add up to the entitlements is never below zero, so
-// each noisy period raises them all a little, until the one that needs
-// the most correction sat on Max, short of its share (the latency suite's
-// web tenant, with its class and elevation, once sat on 8 while the
-// others, needing none, had drifted to 3–5). It never raises them: where
-// one sits on Min, the others rising is what still corrects it.
+// noise moves them together until the one that needs the most correction
+// sits on Max, short of its share (with log-ratio corrections, whose mean
+// over shares normalised to add up to the entitlements is never below
+// zero, the latency suite's web tenant, with its class and elevation, sat
+// on 8 while the others, needing none, had drifted to 3–5). It never
+// raises them: where one sits on Min, the others rising is what still
+// corrects it.
 func (c Correction) unwind(mult []float64) {
 	if len(mult) == 0 {
 		return

@@ -58,7 +58,7 @@ func run() error {
 	restoreNow := flag.Bool("restore", false, "put kubelet's weights back on every pod a previous agent changed (from --state-dir), then exit")
 	stateDir := flag.String("state-dir", "/var/lib/kubefair", "where the agent keeps kubelet's original weights and what its closed loops learnt, across restarts")
 	cpus := flag.Int("cpus", runtime.NumCPU(), "CPUs the pods share on this node")
-	gain := flag.Float64("correction-gain", fairness.DefaultCorrection.Gain, "closed-loop gain in (0, 1]: the fraction of a period's measured error (in log terms) corrected at once; lower is steadier on noisy nodes, slower to correct")
+	gain := flag.Float64("correction-gain", fairness.DefaultCorrection.Gain, "closed-loop gain in (0, 1]: the fraction of a period's measured error (as a fraction of the entitlement) corrected at once; lower is steadier on noisy nodes, slower to correct")
 	containerdAddress := flag.String("containerd-address", "", "containerd's socket, to discover containers through its API (falling back to the cgroup tree when it is unreachable); empty: walk the cgroup tree kubelet made")
 	containerdNamespace := flag.String("containerd-namespace", "k8s.io", "containerd namespace of kubelet's containers")
 	requestElevation := flag.Bool("request-elevation", false, "count the requests that reach the pods of tenants with spec.requestElevation (eBPF: CAP_BPF and CAP_PERFMON, a kernel with BTF, Linux 6.4+) and elevate the receiving workloads inside their tenants; off, or when the counter cannot load, the node's report says so")

@@ -25,13 +25,22 @@ import (
 	"github.com/kubefair/kubefair/test/harness/podcgroups"
 )
 
-// serverRuns is how many wrk runs of serverWindow each figure is the
-// median of, after serverWarmup under the same load unmeasured (the
-// closed loop, and elevation, settle with requests coming).
-const (
-	serverRuns   = 7
-	serverWindow = 5 * time.Second
-	serverWarmup = 15 * time.Second
+// Each row of the table is serverRuns wrk runs after a warm-up under the
+// same load, unmeasured; its latency figures are the runs' medians, its
+// shares over all the runs together. Without the agent (unloaded, stock)
+// the weights are fixed: a short warm-up starts the load. With it, the
+// closed loop and elevation settle first, and the runs are longer: the
+// tenants' loop pays each period's error back in the next ones, so what is
+// left of it over a row is the multipliers' last swing divided by the
+// row's periods, and halves when the row doubles (over 35 s a tenant was
+// more than 2 points off in about one row of eight).
+type rowTiming struct{ warmup, window time.Duration }
+
+const serverRuns = 7
+
+var (
+	withoutAgent = rowTiming{warmup: 3 * time.Second, window: 5 * time.Second}
+	withAgent    = rowTiming{warmup: 15 * time.Second, window: 10 * time.Second}
 )
 
 // TestLatencyOnAServer measures what latency classes and request-based
@@ -48,12 +57,12 @@ const (
 // It asserts that the load contends (the burners take most of the CPU, the
 // server's p99 under stock weights is above its unloaded one); that
 // elevation fails closed while the agent runs without it (the report's
-// RequestElevation condition, web Degraded); and that with it on, the
-// reports count web's server workload elevated. The latency figures, and how far
-// each row leaves the tenants from their entitlements (a third each), are
-// printed, not asserted: neither the classes nor elevation keep issue 21's
-// 2 points in every run here (docs/agent.md, "Latency, measured", has the
-// runs).
+// RequestElevation condition, web Degraded); that with it on, the reports
+// count web's server workload elevated; and that in every row with the
+// agent — the classes, elevation, both — each tenant stays within issue
+// 21's 2 points of its entitlement (a third). The latency figures are
+// printed, not asserted: here they scatter from run to run by more than
+// the features move them (docs/agent.md, "Latency, measured").
 func TestLatencyOnAServer(t *testing.T) {
 	for _, bin := range []string{"nginx", "wrk"} {
 		if _, err := exec.LookPath(bin); err != nil {
@@ -69,14 +78,14 @@ func TestLatencyOnAServer(t *testing.T) {
 	t.Cleanup(func() { w.deleteTenant("web") })
 
 	var rows []serverRow
-	rows = append(rows, w.serve(t, srv, "unloaded"))
+	rows = append(rows, w.serve(t, srv, "unloaded", withoutAgent))
 	w.addPods("web", 1) // the indexer
 	w.addTenantSpec("jobs", kubefairv1.TenantSpec{Tier: "jobs-bulk"}, 1, 4)
 	w.addTenant("crunch", 1, 3, 4)
 	for _, n := range []string{"jobs", "crunch"} {
 		t.Cleanup(func() { w.deleteTenant(n) })
 	}
-	rows = append(rows, w.serve(t, srv, "stock"))
+	rows = append(rows, w.serve(t, srv, "stock", withoutAgent))
 
 	// Elevation off (the chart's default): said, not silent.
 	w.startAgent(time.Second)
@@ -85,7 +94,7 @@ func TestLatencyOnAServer(t *testing.T) {
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == kubefairv1.ReasonRequestElevationOff && shareOf(r, "web").RequestElevationOff
 	})
 	w.waitForDegraded(t, "web", kubefairv1.ReasonRequestElevationNotApplied, "--request-elevation=false")
-	rows = append(rows, w.serve(t, srv, "kubefair"))
+	rows = append(rows, w.serve(t, srv, "kubefair", withAgent))
 	w.stopAgent()
 
 	interactive := 500 * time.Microsecond
@@ -93,7 +102,7 @@ func TestLatencyOnAServer(t *testing.T) {
 	w.latencyClasses = true
 	w.startAgent(time.Second)
 	w.waitForSlices(t, map[string]time.Duration{"web": interactive})
-	rows = append(rows, w.serve(t, srv, "kubefair + classes"))
+	rows = append(rows, w.serve(t, srv, "kubefair + classes", withAgent))
 	w.stopAgent()
 	w.latencyClasses = false
 	if err := w.agent.RestoreAll(); err != nil {
@@ -129,7 +138,7 @@ func TestLatencyOnAServer(t *testing.T) {
 				}
 			}
 		}()
-		rows = append(rows, w.serve(t, srv, name))
+		rows = append(rows, w.serve(t, srv, name, withAgent))
 		close(stop)
 		<-polled
 		w.stopAgent()
@@ -142,7 +151,7 @@ func TestLatencyOnAServer(t *testing.T) {
 	}
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nnginx (web: interactive, elevation asked; beside its indexer pod) under wrk, beside jobs (batch, 1 pod) and crunch (3 pods), 4 spinning threads a pod, 2 CPUs; median of %d runs of %v (shares: over all of them):\n", serverRuns, serverWindow)
+	fmt.Fprintf(&b, "\nnginx (web: interactive, elevation asked; beside its indexer pod) under wrk, beside jobs (batch, 1 pod) and crunch (3 pods), 4 spinning threads a pod, 2 CPUs; median of %d runs of %v unloaded and stock, %v with the agent (shares: over all of them):\n", serverRuns, withoutAgent.window, withAgent.window)
 	fmt.Fprintf(&b, "%-22s %9s %9s %9s %9s %7s %7s %7s %9s %9s\n", "", "p50", "p99", "mean", "req/s", "web", "jobs", "crunch", "ctxsw/s", "agent")
 	for _, r := range rows {
 		fmt.Fprintf(&b, "%-22s %9v %9v %9v %9.0f %6.1f%% %6.1f%% %6.1f%% %9.0f %8.1f%%\n", r.name, r.p50, r.p99, r.mean, r.rps, 100*r.shares["web"], 100*r.shares["jobs"], 100*r.shares["crunch"], r.switches, 100*r.ownCPU)
@@ -155,10 +164,6 @@ func TestLatencyOnAServer(t *testing.T) {
 	}
 	off, elevated := rows[2], rows[4]
 	fmt.Printf("elevation: mean %v -> %v, p99 %v -> %v, %.0f -> %.0f req/s\n", off.mean, elevated.mean, off.p99, elevated.p99, off.rps, elevated.rps)
-	// With the classes, and with elevation, the tenants do not stay within
-	// issue 21's 2 points of their thirds in every run (docs/agent.md,
-	// "Latency, measured", has the runs), so how far each row leaves them
-	// is printed, not asserted.
 	for _, r := range rows[2:] {
 		worst, who := 0.0, ""
 		for _, n := range []string{"web", "jobs", "crunch"} {
@@ -167,8 +172,16 @@ func TestLatencyOnAServer(t *testing.T) {
 			}
 		}
 		fmt.Printf("%s: the furthest tenant, %s, %.1f points off its entitlement (33.3%%)\n", r.name, who, worst)
+		if worst > sharePoints {
+			t.Errorf("%s: tenant %s got %.1f %% of the CPU, %.1f points off its entitlement (33.3 %%), over the %d points the classes and elevation may move a tenant",
+				r.name, who, 100*r.shares[who], worst, sharePoints)
+		}
 	}
 }
+
+// sharePoints is how far, in points, a tenant may be from its entitlement
+// with the latency features on: the bound of every fairness suite.
+const sharePoints = 2
 
 // nginx is a running nginx: its address and its processes (master, worker).
 type nginx struct {
@@ -263,7 +276,7 @@ type serverRow struct {
 // share swings with where the load balancer puts the pods' threads, and
 // the median of such windows sits off the mean the closed loop holds
 // (docs/agent.md, "The thread backends").
-func (w *world) serve(t *testing.T, srv nginx, name string) serverRow {
+func (w *world) serve(t *testing.T, srv nginx, name string, timing rowTiming) serverRow {
 	t.Helper()
 	script := filepath.Join(t.TempDir(), "pace.lua")
 	if err := os.WriteFile(script, []byte("function delay() return 1 end\n"), 0o644); err != nil {
@@ -280,7 +293,7 @@ func (w *world) serve(t *testing.T, srv nginx, name string) serverRow {
 		}
 		return string(out)
 	}
-	wrk(serverWarmup)
+	wrk(timing.warmup)
 	w.logShares(t, name)
 	var p50s, p99s, means, rpss, switches, ownCPU []float64
 	used := map[string]time.Duration{}
@@ -290,7 +303,7 @@ func (w *world) serve(t *testing.T, srv nginx, name string) serverRow {
 			t.Fatal(err)
 		}
 		ctxt, cpu, start := contextSwitches(t), processCPU(t, os.Getpid()), time.Now()
-		out := wrk(serverWindow)
+		out := wrk(timing.window)
 		after, err := w.tree.GroupUsage(w.pods)
 		if err != nil {
 			t.Fatal(err)
