@@ -80,35 +80,52 @@ func TestCorrectionIgnoresOutsideLoadAndIdlePrincipals(t *testing.T) {
 // that correction within the range for as long as the loop runs, not lose
 // it when the others' common drift takes its multiplier to the bound.
 func TestNoiseDoesNotWindTheMultipliersUp(t *testing.T) {
-	rng := rand.New(rand.NewSource(1))
 	entitled := []float64{1.0 / 3, 1.0 / 3, 1.0 / 3}
-	bias := []float64{0.2, 1, 1}
-	backlogged := []bool{true, true, true}
-	mult := []float64{1, 1, 1}
-	var sum [3]float64
-	const settle, periods = 200, 20000
-	for period := 0; period < settle+periods; period++ {
-		w := make([]float64, 3)
-		for i := range w {
-			w[i] = entitled[i] * mult[i] * math.Exp(0.35*rng.NormFloat64())
-		}
-		achieved := plant(w, bias)
-		if period >= settle {
-			for i := range sum {
-				sum[i] += achieved[i]
-			}
-		}
-		var bounded []bool
-		mult, bounded = DefaultCorrection.update(mult, entitled, achieved, backlogged)
-		if period >= settle && slices.Contains(bounded, true) {
+	means, mult := noisyShares(entitled, []float64{0.2, 1, 1}, []float64{0.35, 0.35, 0.35}, func(period int, mult []float64, bounded []bool) {
+		if slices.Contains(bounded, true) {
 			t.Fatalf("period %d: multipliers %v, bounded %v", period, mult, bounded)
 		}
-	}
-	for i := range sum {
-		if got := 100 * sum[i] / periods; math.Abs(got-100*entitled[i]) > 0.5 {
-			t.Errorf("principal %d got %.2f %% over %d noisy periods, entitled %.2f %% (multipliers now %v)", i, got, periods, 100*entitled[i], mult)
+	})
+	for i, got := range means {
+		if math.Abs(got-100*entitled[i]) > 0.5 {
+			t.Errorf("principal %d got %.2f %% over the noisy periods, entitled %.2f %% (multipliers now %v)", i, got, 100*entitled[i], mult)
 		}
 	}
+}
+
+// noisyShares runs DefaultCorrection on the plant with these biases, each
+// principal's weight carrying log-normal noise of its size every period,
+// and returns each one's mean share (in percent) over the periods after
+// the loop settled, and the multipliers at the end. onPeriod, if not nil,
+// sees each of those periods' multipliers and which of them the range cut.
+func noisyShares(entitled, bias, noise []float64, onPeriod func(period int, mult []float64, bounded []bool)) (means, mult []float64) {
+	rng := rand.New(rand.NewSource(1))
+	backlogged := make([]bool, len(entitled))
+	mult = make([]float64, len(entitled))
+	for i := range entitled {
+		backlogged[i], mult[i] = true, 1
+	}
+	means = make([]float64, len(entitled))
+	const settle, periods = 200, 20000
+	for period := 0; period < settle+periods; period++ {
+		w := make([]float64, len(entitled))
+		for i := range w {
+			w[i] = entitled[i] * mult[i] * math.Exp(noise[i]*rng.NormFloat64())
+		}
+		achieved := plant(w, bias)
+		var bounded []bool
+		mult, bounded = DefaultCorrection.update(mult, entitled, achieved, backlogged)
+		if period < settle {
+			continue
+		}
+		for i := range means {
+			means[i] += 100 * achieved[i] / periods
+		}
+		if onPeriod != nil {
+			onPeriod(period, mult, bounded)
+		}
+	}
+	return means, mult
 }
 
 // TestNoisyPrincipalsTakeNothingFromSteadyOnes: the loop must hold each
@@ -121,29 +138,12 @@ func TestNoiseDoesNotWindTheMultipliersUp(t *testing.T) {
 // 1.2–2.5 points short of its third in three rows of four of one run, and
 // here 1.3 points short.
 func TestNoisyPrincipalsTakeNothingFromSteadyOnes(t *testing.T) {
-	rng := rand.New(rand.NewSource(1))
 	entitled := []float64{1.0 / 3, 1.0 / 3, 1.0 / 3}
 	noise := []float64{0.6, 0.6, 0.1}
-	backlogged := []bool{true, true, true}
-	mult := []float64{1, 1, 1}
-	var sum [3]float64
-	const settle, periods = 200, 20000
-	for period := 0; period < settle+periods; period++ {
-		w := make([]float64, 3)
-		for i := range w {
-			w[i] = entitled[i] * mult[i] * math.Exp(noise[i]*rng.NormFloat64())
-		}
-		achieved := plant(w, []float64{1, 1, 1})
-		if period >= settle {
-			for i := range sum {
-				sum[i] += achieved[i]
-			}
-		}
-		mult = DefaultCorrection.Update(mult, entitled, achieved, backlogged)
-	}
-	for i := range sum {
-		if got := 100 * sum[i] / periods; math.Abs(got-100*entitled[i]) > 0.3 {
-			t.Errorf("principal %d (noise %.1f) got %.2f %% over %d periods, entitled %.2f %%", i, noise[i], got, periods, 100*entitled[i])
+	means, _ := noisyShares(entitled, []float64{1, 1, 1}, noise, nil)
+	for i, got := range means {
+		if math.Abs(got-100*entitled[i]) > 0.3 {
+			t.Errorf("principal %d (noise %.1f) got %.2f %% over the noisy periods, entitled %.2f %%", i, noise[i], got, 100*entitled[i])
 		}
 	}
 }
